@@ -1,0 +1,7 @@
+"""Numerical settings shared by every module: default dtype, jitter and positivity floor."""
+
+import torch
+
+DEFAULT_DTYPE = torch.float64  # float64 everywhere unless a run asks otherwise
+JITTER = 1e-6  # added to the diagonal of every kernel and network covariance
+POSITIVE_FLOOR = 1e-6  # lower bound of every softplus-constrained parameter
