@@ -1,0 +1,58 @@
+"""The ``gpstudy`` command: the pipeline's steps for one data set, outside Snakemake."""
+
+import argparse
+import logging
+from pathlib import Path
+
+import yaml
+
+from gpstudy import paths
+from gpstudy.config import data_plan, validate_config
+from gpstudy.data import DATASETS, fetch_dataset, prepare_split, prepare_table
+
+
+def ensure_split(config: dict, dataset: str, split: int) -> Path:
+    """Fetch, read and split ``dataset`` as the config says, skipping files already made; the split's path."""
+    plan = data_plan(config, dataset)
+    if split not in plan.splits:
+        raise ValueError(f"{dataset} has splits {list(plan.splits)} under this config, not {split}")
+    fields = {"dataset": dataset, "protocol": plan.protocol}
+    manifest, table = Path(paths.RAW_MANIFEST.format(**fields)), Path(paths.TABLE.format(**fields))
+    output = Path(paths.SPLIT.format(split=split, **fields))
+    if not manifest.exists():
+        fetch_dataset(dataset, plan.protocol, manifest.parent, manifest, mirror=config.get("mirror"))
+    if not table.exists():
+        prepare_table(dataset, plan.protocol, manifest.parent, table)
+    if not output.exists():
+        prepare_split(dataset, plan.protocol, split, table, manifest.parent, output, seed=config["seed"],
+                      train_size=plan.train_size, test_size=plan.test_size)
+    return output
+
+
+def load_config(path: Path, overrides: dict) -> dict:
+    """A config file with command-line overrides, validated."""
+    config = yaml.safe_load(path.read_text())
+    config.update({key: value for key, value in overrides.items() if value is not None})
+    validate_config(config)
+    return config
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``gpstudy`` console command."""
+    parser = argparse.ArgumentParser(prog="gpstudy", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("datasets", help="list the registered data sets")
+    prepare = commands.add_parser("prepare", help="fetch a data set and write its splits under data/")
+    prepare.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    prepare.add_argument("--splits", type=int, nargs="*", help="split indices (default: all of the config's)")
+    prepare.add_argument("--config", type=Path, default=Path("config.yaml"), help="study config file")
+    prepare.add_argument("--mirror", help="local directory or file:// URL tried before the network")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "datasets":
+        for dataset in DATASETS.values():
+            print(f"{dataset.name:10s} {dataset.task:15s} protocol={dataset.protocol} shape={dataset.shape}")
+    elif args.command == "prepare":
+        config = load_config(args.config, {"mirror": args.mirror})
+        for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
+            print(ensure_split(config, args.dataset, split))

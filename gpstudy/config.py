@@ -1,0 +1,57 @@
+"""Study configuration: validated against ``config.schema.yaml`` before any job runs."""
+
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import jsonschema
+import yaml
+
+from gpstudy.data.registry import DATASETS, get_dataset
+
+
+class ConfigError(ValueError):
+    """A configuration that does not fit the schema; the message names the key."""
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """How one data set is split in a study."""
+
+    protocol: str  # random | index_files | given
+    splits: tuple[int, ...]  # split indices
+    train_size: int | None = None  # random protocol: training rows (default int(0.9 N))
+    test_size: int | None = None  # random protocol: test rows (default the rest)
+
+
+def load_schema() -> dict:
+    """The JSON schema of a study configuration."""
+    return yaml.safe_load(resources.files("gpstudy").joinpath("config.schema.yaml").read_text())
+
+
+def validate_config(config: dict[str, Any]) -> None:
+    """Check a configuration against the schema and the data set registry.
+
+    Raises:
+        ConfigError: naming the offending key (e.g. ``$.datasets[1]``) and what is wrong with it.
+    """
+    errors = sorted(jsonschema.Draft202012Validator(load_schema()).iter_errors(config),
+                    key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ConfigError("invalid configuration:\n" + "\n".join(
+            f"  config key {e.json_path}: {e.message}" for e in errors))
+    for key, names in (("datasets", config["datasets"]), ("dataset_options", config.get("dataset_options", {}))):
+        for index, name in enumerate(names):
+            if name not in DATASETS:
+                where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
+                raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set "
+                                  f"{name!r}; known: {', '.join(sorted(DATASETS))}")
+
+
+def data_plan(config: dict[str, Any], name: str) -> DataPlan:
+    """The protocol and splits of data set ``name`` under a (validated) configuration."""
+    options = config.get("dataset_options", {}).get(name, {})
+    registered = get_dataset(name).protocol
+    protocol = options.get("protocol", registered if registered == "given" else config["split_protocol"])
+    splits = 1 if protocol == "given" else options.get("splits", config["splits"])
+    return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"))

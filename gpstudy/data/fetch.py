@@ -1,0 +1,130 @@
+"""Checksummed downloads: a local mirror first, then each source URL in order.
+
+Every file of a data set is described by a :class:`FileSpec`: its path inside the data set's folder
+(the same layout as the study's mirror, ``<mirror>/<dataset>/<path>``), the sha256 of the file as it
+is stored, and an ordered list of sources (canonical first, public mirrors after). The transfer
+itself is pooch's; a file reaches its final path only after its checksum matched.
+"""
+
+import bz2
+import gzip
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pooch
+from pooch.downloaders import choose_downloader
+
+from gpstudy.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+DECOMPRESSORS = {"gzip": gzip.open, "bz2": bz2.open}  # how a source may be packed
+
+
+@dataclass(frozen=True)
+class Source:
+    """One place a file can be fetched from."""
+
+    url: str
+    compression: str | None = None  # "gzip" when the source serves a packed copy of the file
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """A file of a data set: where it lives, what it must hash to, where to get it."""
+
+    path: str  # relative to the data set's folder, as laid out in the mirror
+    sha256: str | None  # of the stored (unpacked) file; None only where no trusted hash is known
+    sources: tuple[Source, ...]
+
+
+class ChecksumError(ValueError):
+    """A fetched file does not have the sha256 its spec pins."""
+
+
+class FetchError(RuntimeError):
+    """No source gave a file with the right checksum."""
+
+
+def mirror_root(mirror: str | None) -> Path | None:
+    """Turn a mirror setting (a directory or a ``file://`` URL) into a directory path."""
+    if not mirror:
+        return None
+    parsed = urlparse(mirror)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme:
+        raise ValueError(f"mirror {mirror!r}: give a local directory or a file:// URL")
+    return Path(mirror)
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 hex digest of a file."""
+    return pooch.file_hash(str(path), alg="sha256")
+
+
+def fetch_file(dataset: str, spec: FileSpec, dest_dir: Path, mirror: str | None = None) -> Path:
+    """Make ``dest_dir / spec.path`` hold the right file, fetching it if needed.
+
+    Tries the mirror copy (``<mirror>/<dataset>/<spec.path>``) first, then each source URL. A copy
+    whose sha256 differs from the spec is discarded and the next source tried.
+
+    Raises:
+        FetchError: no source gave the file; the message lists every attempt and its reason.
+    """
+    target = dest_dir / spec.path
+    if target.exists() and (spec.sha256 is None or sha256_of(target) == spec.sha256):
+        return target
+    attempts: list[str] = []
+    root = mirror_root(mirror)
+    candidates: list[tuple[str, Source | None]] = []
+    if root is not None:
+        candidates.append((str(root / dataset / spec.path), None))
+    candidates += [(source.url, source) for source in spec.sources]
+    for where, source in candidates:
+        try:
+            with atomic_path(target) as tmp:
+                _transfer(where, source, tmp)
+                _check(tmp, spec.sha256, where)
+            if spec.sha256 is None:
+                log.warning("%s/%s is not pinned by a checksum; fetched from %s, sha256 %s",
+                            dataset, spec.path, where, sha256_of(target))
+            log.info("fetched %s/%s from %s", dataset, spec.path, where)
+            return target
+        except Exception as error:  # every failure is reported below, with its source
+            attempts.append(f"  {where}: {type(error).__name__}: {error}")
+    hint = ("" if root is not None else
+            "\nOffline? Set `mirror` (config key or --mirror) to a directory laid out like "
+            f"<mirror>/{dataset}/{spec.path}.")
+    raise FetchError(f"could not fetch {dataset}/{spec.path}; tried:\n" + "\n".join(attempts) + hint)
+
+
+def _transfer(where: str, source: Source | None, tmp: Path) -> None:
+    """Copy a mirror file or download a URL into ``tmp``, unpacking it if the source is packed."""
+    if source is None:
+        if not Path(where).is_file():
+            raise FileNotFoundError("not in the mirror")
+        shutil.copyfile(where, tmp)
+        return
+    if source.compression is None:
+        choose_downloader(source.url, progressbar=False)(source.url, str(tmp), None)
+        return
+    packed = tmp.with_name(tmp.name + ".packed")
+    try:
+        choose_downloader(source.url, progressbar=False)(source.url, str(packed), None)
+        with DECOMPRESSORS[source.compression](packed, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    finally:
+        packed.unlink(missing_ok=True)
+
+
+def _check(path: Path, expected: str | None, where: str) -> None:
+    """Raise :class:`ChecksumError` unless ``path`` hashes to ``expected``."""
+    if expected is None:
+        return
+    observed = sha256_of(path)
+    if observed != expected:
+        raise ChecksumError(f"sha256 mismatch for {where}: expected {expected}, observed {observed}")

@@ -1,0 +1,77 @@
+"""The registry of data sets: what to fetch (``files.tsv``), how to read it, how to split it."""
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from gpstudy.data import airline, images, uci
+from gpstudy.data.fetch import FileSpec, Source
+from gpstudy.data.table import Table
+
+PROTOCOLS = ("random", "index_files", "given")  # how train/test splits are made (see split.py)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One data set of the study."""
+
+    name: str
+    read: Callable[[Path], Table]  # raw folder -> table, for the protocols other than index_files
+    task: str = "regression"  # "regression" (x and y standardized) or "classification"
+    protocol: str = "random"  # the split protocol when the config names none for this data set
+    shape: tuple[int, int] | None = None  # (N, D) of the table, checked after reading
+
+    @property
+    def standardize(self) -> bool:
+        """Whether x and y are standardized with training statistics (regression only)."""
+        return self.task == "regression"
+
+    def files(self, protocol: str) -> tuple[FileSpec, ...]:
+        """The files a split protocol needs: the originals, or the benchmark table and index files."""
+        part = "index_files" if protocol == "index_files" else "original"
+        specs = _file_specs().get((self.name, part), ())
+        if not specs:
+            raise ValueError(f"data set {self.name!r} has no files for the {protocol!r} split protocol")
+        return specs
+
+
+DATASETS: dict[str, Dataset] = {d.name: d for d in (
+    Dataset("boston", uci.read_boston, shape=(506, 13)),
+    Dataset("concrete", uci.read_concrete, shape=(1030, 8)),
+    Dataset("energy", uci.read_energy, shape=(768, 8)),
+    Dataset("kin8nm", uci.read_kin8nm, shape=(8192, 8)),
+    Dataset("power", uci.read_power, shape=(9568, 4)),
+    Dataset("protein", uci.read_protein, shape=(45730, 9)),
+    Dataset("wine_red", uci.read_wine_red, shape=(1599, 11)),
+    Dataset("snelson", uci.read_snelson, shape=(200, 1)),
+    Dataset("airline", airline.read_airline),
+    Dataset("mnist", images.read_mnist, task="classification", protocol="given", shape=(70000, 784)),
+    Dataset("cifar10", images.read_cifar10, task="classification", protocol="given", shape=(60000, 3072)),
+)}
+
+
+def get_dataset(name: str) -> Dataset:
+    """The registered data set ``name``; the error lists the known ones."""
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise KeyError(f"unknown data set {name!r}; known: {', '.join(sorted(DATASETS))}") from None
+
+
+@cache
+def _file_specs() -> dict[tuple[str, str], tuple[FileSpec, ...]]:
+    """Parse ``files.tsv`` into file specs grouped by (data set, part), sources in file order."""
+    sources: dict[tuple[str, str, str, str], list[Source]] = {}
+    text = resources.files("gpstudy.data").joinpath("files.tsv").read_text()
+    rows = csv.DictReader((line for line in text.splitlines() if not line.startswith("#")), delimiter="\t")
+    for row in rows:
+        key = (row["dataset"], row["part"], row["path"], row["sha256"])
+        sources.setdefault(key, []).append(Source(row["url"], row["compression"] or None))
+    specs: dict[tuple[str, str], tuple[FileSpec, ...]] = {}
+    for (dataset, part, path, sha256), urls in sources.items():
+        spec = FileSpec(path=path, sha256=sha256 or None, sources=tuple(urls))
+        specs[dataset, part] = (*specs.get((dataset, part), ()), spec)
+    return specs

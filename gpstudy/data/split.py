@@ -1,0 +1,107 @@
+"""Train/test splits and standardization (STUDY.md, experiment 2), one compact ``.npz`` per split.
+
+Protocols:
+  * ``random``: split s takes a ``RandomState(seed + s)`` permutation of the rows; the first
+    ``train_size`` (default int(0.9 N)) are the training set, the next ``test_size`` (default: all
+    the rest) the test set. This is GPNet's protocol (its code's seed is 0).
+  * ``index_files``: the standard split files index_train_s / index_test_s of Hernandez-Lobato &
+    Adams (2015), indexing the rows of their ``data.txt``.
+  * ``given``: the data set's own train/test partition (MNIST, CIFAR10); one split only.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gpstudy.data.registry import Dataset
+from gpstudy.data.table import DataError, Table
+from gpstudy.data.uci import read_benchmark_table, read_index_split
+from gpstudy.io import atomic_path
+
+TRAIN_FRACTION = 0.9  # random protocol: int(0.9 N) training rows unless train_size is set
+
+
+@dataclass(frozen=True)
+class Split:
+    """One standardized train/test split; statistics kept to return to original units."""
+
+    x_train: np.ndarray  # [N, D]
+    y_train: np.ndarray  # [N]
+    x_test: np.ndarray  # [N_test, D]
+    y_test: np.ndarray  # [N_test]
+    x_mean: np.ndarray  # [D] training mean of x (zeros when not standardized)
+    x_std: np.ndarray  # [D] training std of x (ones when not standardized)
+    y_mean: float  # training mean of y (0 when not standardized)
+    y_std: float  # training std of y (1 when not standardized)
+    info: dict = field(default_factory=dict)  # dataset, split, protocol, row indices' provenance
+
+
+def read_table(dataset: Dataset, protocol: str, raw: Path) -> Table:
+    """Read a data set's table for a protocol and check its shape against the registry."""
+    table = read_benchmark_table(raw) if protocol == "index_files" else dataset.read(raw)
+    if dataset.shape is not None and table.x.shape != dataset.shape:
+        raise DataError(f"{raw}: {dataset.name} should have shape {dataset.shape}, read {table.x.shape}")
+    return table
+
+
+def split_rows(table: Table, protocol: str, split: int, *, seed: int = 0, train_size: int | None = None,
+               test_size: int | None = None, raw: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices (train, test) of split ``split`` under ``protocol``."""
+    n = len(table.y)
+    if protocol == "random":
+        n_train = int(TRAIN_FRACTION * n) if train_size is None else train_size
+        n_test = n - n_train if test_size is None else test_size
+        if n_train < 1 or n_test < 1 or n_train + n_test > n:
+            raise ValueError(f"random split of {n} rows into {n_train} train + {n_test} test is impossible")
+        order = np.random.RandomState(seed + split).permutation(n)
+        return order[:n_train], order[n_train:n_train + n_test]
+    if protocol == "index_files":
+        return read_index_split(raw, split)
+    if protocol == "given":
+        if table.test_mask is None:
+            raise ValueError("the 'given' protocol needs a data set with its own test set")
+        if split != 0:
+            raise ValueError(f"the 'given' protocol has only split 0, not {split}")
+        return np.flatnonzero(~table.test_mask), np.flatnonzero(table.test_mask)
+    raise ValueError(f"unknown split protocol {protocol!r}; known: random, index_files, given")
+
+
+def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: bool, info: dict) -> Split:
+    """Select the rows and standardize x and y with training statistics only."""
+    if np.intersect1d(train, test).size:
+        raise ValueError(f"train and test rows overlap ({info})")
+    x_train, x_test = table.x[train], table.x[test]
+    y_train, y_test = table.y[train], table.y[test]
+    d = table.x.shape[1]
+    x_mean, x_std, y_mean, y_std = np.zeros(d), np.ones(d), 0.0, 1.0
+    if standardize:
+        x_mean, x_std = x_train.mean(0), _nonzero(x_train.std(0))
+        y_mean, y_std = float(y_train.mean()), float(_nonzero(y_train.std()))
+        x_train, x_test = (x_train - x_mean) / x_std, (x_test - x_mean) / x_std
+        y_train, y_test = (y_train - y_mean) / y_std, (y_test - y_mean) / y_std
+    info = {**info, "n_train": int(len(train)), "n_test": int(len(test))}
+    return Split(x_train, y_train, x_test, y_test, x_mean, x_std, y_mean, y_std, info)
+
+
+def save_split(path: str | Path, split: Split) -> None:
+    """Write a split as one compressed ``.npz``, atomically."""
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez_compressed(tmp, x_train=split.x_train, y_train=split.y_train, x_test=split.x_test,
+                            y_test=split.y_test, x_mean=split.x_mean, x_std=split.x_std,
+                            y_mean=split.y_mean, y_std=split.y_std, info=json.dumps(split.info))
+
+
+def load_split(path: str | Path) -> Split:
+    """Read a split written by :func:`save_split`."""
+    with np.load(path) as data:
+        return Split(x_train=data["x_train"], y_train=data["y_train"], x_test=data["x_test"],
+                     y_test=data["y_test"], x_mean=data["x_mean"], x_std=data["x_std"],
+                     y_mean=float(data["y_mean"]), y_std=float(data["y_std"]),
+                     info=json.loads(str(data["info"])))
+
+
+def _nonzero(std):
+    """Replace a zero standard deviation (a constant column) by 1."""
+    return np.where(std > 0, std, 1.0)

@@ -1,0 +1,72 @@
+"""The in-memory form of a data set: features, targets and (where the data set fixes one) its test rows."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpstudy.io import atomic_path
+
+
+class DataError(ValueError):
+    """A raw file that cannot be turned into a table; the message names the file and the row."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A whole data set, rows in file order."""
+
+    x: np.ndarray  # [N, D] features
+    y: np.ndarray  # [N] targets (float for regression, int labels for classification)
+    test_mask: np.ndarray | None = None  # [N] bool: the data set's own test rows, if it has them
+
+
+def checked_table(frame: pd.DataFrame, target: str | int, source: Path, features: list | None = None,
+                  test_mask: np.ndarray | None = None) -> Table:
+    """Build a :class:`Table` from a data frame, refusing missing or non-finite values.
+
+    Args:
+        frame: one row per example, as read from ``source``.
+        target: the column holding y.
+        source: the file the frame came from (named in errors).
+        features: the feature columns, in order; default every column but the target.
+        test_mask: see :class:`Table`.
+
+    Raises:
+        DataError: a missing, non-numeric or non-finite value; names the file, row and column.
+    """
+    features = [c for c in frame.columns if c != target] if features is None else features
+    missing = [c for c in [*features, target] if c not in frame.columns]
+    if missing:
+        raise DataError(f"{source}: columns {missing} not found; the file has {list(frame.columns)}")
+    numeric = frame[[*features, target]].apply(pd.to_numeric, errors="coerce")
+    bad = ~np.isfinite(numeric.to_numpy(dtype=float))
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        column, value = numeric.columns[col], frame[[*features, target]].iat[row, col]
+        raise DataError(f"{source}: data row {row} (0-based), column {str(column)!r}: "
+                        f"value {str(value)!r} is missing, non-numeric or non-finite")
+    return Table(x=numeric[features].to_numpy(dtype=np.float64),
+                 y=numeric[target].to_numpy(dtype=np.float64), test_mask=test_mask)
+
+
+def read_frame(reader, source: Path, **kwargs) -> pd.DataFrame:
+    """Call a pandas reader on ``source``, turning its parse errors into :class:`DataError`."""
+    try:
+        return reader(source, **kwargs)
+    except Exception as error:  # pandas, xlrd and openpyxl each raise their own kinds
+        raise DataError(f"{source}: cannot be read as a table: {error}") from error
+
+
+def save_table(path: str | Path, table: Table) -> None:
+    """Write a table as one ``.npz``, atomically."""
+    extra = {} if table.test_mask is None else {"test_mask": table.test_mask}
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez(tmp, x=table.x, y=table.y, **extra)
+
+
+def load_table(path: str | Path) -> Table:
+    """Read a table written by :func:`save_table`."""
+    with np.load(path) as data:
+        return Table(x=data["x"], y=data["y"], test_mask=data["test_mask"] if "test_mask" in data else None)

@@ -1,0 +1,11 @@
+"""Rule fetch: download (or copy from the mirror) and checksum one data set's files."""
+
+from pathlib import Path
+
+from gpstudy.data import fetch_dataset
+from gpstudy.io import log_to
+
+log_to(snakemake.log[0])
+manifest = Path(snakemake.output[0])
+fetch_dataset(snakemake.wildcards.dataset, snakemake.wildcards.protocol, manifest.parent, manifest,
+              mirror=snakemake.params.mirror)

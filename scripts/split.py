@@ -1,0 +1,11 @@
+"""Rule split: write one standardized train/test split of a data set."""
+
+from pathlib import Path
+
+from gpstudy.data import prepare_split
+from gpstudy.io import log_to
+
+log_to(snakemake.log[0])
+prepare_split(snakemake.wildcards.dataset, snakemake.wildcards.protocol, int(snakemake.wildcards.split),
+              Path(snakemake.input.table), Path(snakemake.input.manifest).parent, Path(snakemake.output[0]),
+              seed=snakemake.params.seed, **snakemake.params.sizes)

@@ -1,0 +1,79 @@
+"""Split protocols, standardization and the split file."""
+
+import numpy as np
+import pytest
+
+from gpstudy.data import Table, load_split, make_split, save_split, split_rows
+
+
+def toy_table(n=50, test_mask=None):
+    rng = np.random.default_rng(0)
+    x = rng.normal(3.0, 2.0, size=(n, 3))
+    x[:, 2] = 7.0  # a constant column
+    return Table(x=x, y=rng.normal(10.0, 5.0, size=n), test_mask=test_mask)
+
+
+def test_random_protocol_is_the_seeded_permutation():
+    table = toy_table()
+    train, test = split_rows(table, "random", 3, seed=4)
+    order = np.random.RandomState(7).permutation(50)
+    np.testing.assert_array_equal(train, order[:45])
+    np.testing.assert_array_equal(test, order[45:])
+    assert not np.array_equal(split_rows(table, "random", 4, seed=4)[0], train)
+
+
+def test_random_protocol_with_sizes():
+    train, test = split_rows(toy_table(), "random", 0, train_size=20, test_size=10)
+    assert len(train) == 20 and len(test) == 10 and np.intersect1d(train, test).size == 0
+    with pytest.raises(ValueError, match="impossible"):
+        split_rows(toy_table(), "random", 0, train_size=45, test_size=10)
+
+
+def test_given_protocol_uses_the_test_mask_and_has_one_split():
+    mask = np.arange(50) >= 40
+    train, test = split_rows(toy_table(test_mask=mask), "given", 0)
+    np.testing.assert_array_equal(test, np.arange(40, 50))
+    with pytest.raises(ValueError, match="only split 0"):
+        split_rows(toy_table(test_mask=mask), "given", 1)
+    with pytest.raises(ValueError, match="own test set"):
+        split_rows(toy_table(), "given", 0)
+
+
+def test_unknown_protocol_is_named():
+    with pytest.raises(ValueError, match="'shuffled'"):
+        split_rows(toy_table(), "shuffled", 0)
+
+
+def test_standardization_uses_training_rows_only():
+    table = toy_table()
+    train, test = split_rows(table, "random", 0)
+    split = make_split(table, train, test, standardize=True, info={"dataset": "toy"})
+    np.testing.assert_allclose(split.x_mean[:2], table.x[train, :2].mean(0))
+    np.testing.assert_allclose(split.y_std, table.y[train].std())
+    assert np.isfinite(split.x_train).all() and split.x_std[2] == 1.0  # constant column kept finite
+    np.testing.assert_allclose(split.x_test * split.x_std + split.x_mean, table.x[test])
+    assert split.info == {"dataset": "toy", "n_train": 45, "n_test": 5}
+
+
+def test_classification_targets_are_not_standardized():
+    table = Table(x=np.ones((10, 2)), y=np.arange(10) % 3)
+    split = make_split(table, np.arange(8), np.arange(8, 10), standardize=False, info={})
+    np.testing.assert_array_equal(split.y_train, table.y[:8])
+    assert split.y_mean == 0.0 and split.y_std == 1.0
+
+
+def test_overlapping_rows_are_refused():
+    with pytest.raises(ValueError, match="overlap"):
+        make_split(toy_table(), np.arange(10), np.arange(5, 15), standardize=True, info={})
+
+
+def test_split_file_round_trip(tmp_path):
+    table = toy_table()
+    split = make_split(table, *split_rows(table, "random", 0), standardize=True, info={"split": 0})
+    path = tmp_path / "splits" / "split0.npz"
+    save_split(path, split)
+    loaded = load_split(path)
+    for name in ("x_train", "y_train", "x_test", "y_test", "x_mean", "x_std"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(split, name))
+    assert (loaded.y_mean, loaded.y_std, loaded.info) == (split.y_mean, split.y_std, split.info)
+    assert [p.name for p in path.parent.iterdir()] == ["split0.npz"]

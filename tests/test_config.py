@@ -1,0 +1,47 @@
+"""Config validation names the offending key; the data plan follows the config."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpstudy.config import ConfigError, data_plan, validate_config
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def with_changes(**changes):
+    config = copy.deepcopy(BASE)
+    config.update(changes)
+    return config
+
+
+@pytest.mark.parametrize("path", ["config.yaml", "configs/quick.yaml"])
+def test_shipped_configs_are_valid(path):
+    validate_config(yaml.safe_load((REPO / path).read_text()))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"datasetz": ["boston"]}, r"\$: Additional properties .*'datasetz' was unexpected"),
+    ({"splits": "two"}, r"\$\.splits: 'two' is not of type 'integer'"),
+    ({"splits": 0}, r"\$\.splits: 0 is less than the minimum of 1"),
+    ({"split_protocol": "kfold"}, r"\$\.split_protocol: 'kfold' is not one of"),
+    ({"datasets": ["boston", "bostn"]}, r"\$\.datasets\[1\]: unknown data set 'bostn'; known: airline"),
+    ({"dataset_options": {"snelson": {"train_sise": 100}}}, r"\$\.dataset_options\.snelson: .*'train_sise'"),
+    ({"dataset_options": {"nope": {}}}, r"\$\.dataset_options\.nope: unknown data set"),
+])
+def test_bad_config_names_the_key(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(with_changes(**changes))
+
+
+def test_data_plan():
+    config = with_changes(splits=3)
+    assert data_plan(config, "boston").splits == (0, 1, 2)
+    assert data_plan(config, "boston").protocol == "random"
+    snelson = data_plan(config, "snelson")
+    assert snelson.splits == (0,) and snelson.train_size == 100
+    assert data_plan(config, "mnist").protocol == "given" and data_plan(config, "mnist").splits == (0,)
+    assert data_plan(with_changes(split_protocol="index_files"), "concrete").protocol == "index_files"
