@@ -1,0 +1,232 @@
+"""Gaussian maths, written once: Cholesky with jitter, densities, KL, conditioning, GPNet's target.
+
+Every function takes full covariances (or their lower Cholesky factors) with optional leading batch
+dimensions: means are ``[..., n]``, covariances and factors ``[..., n, n]``. The module also holds the
+two parameterizations every model uses for positive quantities and Cholesky factors, so that no
+module writes its own softplus.
+
+References: Shi, Sun and Zhu (2019), "Scalable Training of Inference Networks for Gaussian-Process
+Models", eq. 7-11 (numbered 7, 12-28 in ``papers/gpnet-full-with-appendix.txt``).
+"""
+
+import logging
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from gpstudy import settings
+
+logger = logging.getLogger(__name__)
+
+
+class CholeskyError(RuntimeError):
+    """A matrix stayed non-positive-definite after every jitter escalation."""
+
+
+def positive(raw: Tensor) -> Tensor:
+    """Map an unconstrained parameter to a positive value: softplus(raw) + POSITIVE_FLOOR."""
+    return F.softplus(raw) + settings.POSITIVE_FLOOR
+
+
+def inverse_positive(value: Tensor) -> Tensor:
+    """The unconstrained parameter whose ``positive`` is ``value`` (value > POSITIVE_FLOOR)."""
+    shifted = value - settings.POSITIVE_FLOOR
+    return shifted + torch.log(-torch.expm1(-shifted))  # log(exp(v) - 1), stable for large v
+
+
+def scale_tril(raw: Tensor) -> Tensor:
+    """A lower Cholesky factor from a raw square matrix: strict lower triangle kept, diagonal positive.
+
+    Args:
+        raw: ``[..., n, n]``; its upper triangle is ignored.
+    """
+    return torch.tril(raw, diagonal=-1) + torch.diag_embed(positive(raw.diagonal(dim1=-2, dim2=-1)))
+
+
+def raw_scale_tril(diagonal: float, size: int, like: Tensor) -> Tensor:
+    """The raw matrix whose ``scale_tril`` is ``diagonal * I`` of shape ``[size, size]``."""
+    value = torch.full((size,), diagonal, dtype=like.dtype, device=like.device)
+    return torch.diag_embed(inverse_positive(value))
+
+
+def standard_normal(shape: tuple[int, ...], generator: torch.Generator, like: Tensor) -> Tensor:
+    """N(0, I) draws from ``generator`` (on its own device), returned with ``like``'s dtype and device."""
+    draws = torch.randn(shape, generator=generator, device=generator.device, dtype=like.dtype)
+    return draws.to(like.device)
+
+
+def add_diagonal(matrix: Tensor, value: Tensor | float) -> Tensor:
+    """``matrix + value * I`` for ``[..., n, n]`` matrices and a scalar ``value``."""
+    eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
+    return matrix + value * eye
+
+
+def add_jitter(matrix: Tensor) -> Tensor:
+    """``matrix + JITTER * I``: what every kernel and network covariance carries."""
+    return add_diagonal(matrix, settings.JITTER)
+
+
+def cholesky(matrix: Tensor) -> Tensor:
+    """Lower Cholesky factor, retrying with growing jitter (JITTER, 10 JITTER, ...) on failure.
+
+    Each retry is logged as a warning; after ``settings.CHOLESKY_MAX_TRIES`` retries a
+    ``CholeskyError`` names the matrix size and the last jitter tried.
+
+    Args:
+        matrix: symmetric ``[..., n, n]``; the jitter is added to every matrix of a batch.
+    """
+    factor, info = torch.linalg.cholesky_ex(matrix)
+    if not info.any():
+        return factor
+    size = matrix.shape[-1]
+    for attempt in range(settings.CHOLESKY_MAX_TRIES):
+        jitter = settings.JITTER * 10.0**attempt
+        logger.warning("Cholesky of a %d x %d matrix failed; retrying with jitter %.1e", size, size, jitter)
+        factor, info = torch.linalg.cholesky_ex(add_diagonal(matrix, jitter))
+        if not info.any():
+            return factor
+    raise CholeskyError(f"Cholesky of a {size} x {size} matrix failed even with jitter {jitter:.1e}")
+
+
+def _half_log_det(chol: Tensor) -> Tensor:
+    """0.5 log|L L^T| = sum log diag(L), shape ``[...]``."""
+    return chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+
+
+def _solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:
+    """L^-1 rhs for a lower-triangular ``[..., n, n]`` L and ``[..., n, k]`` rhs."""
+    return torch.linalg.solve_triangular(chol, rhs, upper=False)
+
+
+def _trace_and_mahalanobis(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:
+    """tr(S_p^-1 S_q) + (m_p - m_q)^T S_p^-1 (m_p - m_q), shape ``[...]``."""
+    whitened_scale = _solve_lower(chol_p, chol_q)  # L_p^-1 L_q
+    whitened_mean = _solve_lower(chol_p, (mean_q - mean_p).unsqueeze(-1))  # L_p^-1 (m_q - m_p)
+    return whitened_scale.square().sum((-2, -1)) + whitened_mean.square().sum((-2, -1))
+
+
+def log_density(value: Tensor, mean: Tensor, chol: Tensor) -> Tensor:
+    """log N(value | mean, L L^T), shape ``[...]``."""
+    whitened = _solve_lower(chol, (value - mean).unsqueeze(-1))
+    size = value.shape[-1]
+    return -0.5 * (size * math.log(2 * math.pi) + whitened.square().sum((-2, -1))) - _half_log_det(chol)
+
+
+def entropy(chol: Tensor) -> Tensor:
+    """H[N(m, L L^T)] = 0.5 n log(2 pi e) + 0.5 log|L L^T|, shape ``[...]``."""
+    size = chol.shape[-1]
+    return 0.5 * size * (1.0 + math.log(2 * math.pi)) + _half_log_det(chol)
+
+
+def cross_entropy(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:
+    """-E_q[log p] for q = N(mean_q, L_q L_q^T) and p = N(mean_p, L_p L_p^T), shape ``[...]``."""
+    size = mean_q.shape[-1]
+    quadratic = _trace_and_mahalanobis(mean_q, chol_q, mean_p, chol_p)
+    return 0.5 * (size * math.log(2 * math.pi) + quadratic) + _half_log_det(chol_p)
+
+
+def kl_divergence(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:
+    """KL[q || p] for q = N(mean_q, L_q L_q^T) and p = N(mean_p, L_p L_p^T), shape ``[...]``."""
+    size = mean_q.shape[-1]
+    quadratic = _trace_and_mahalanobis(mean_q, chol_q, mean_p, chol_p)
+    return 0.5 * (quadratic - size) + _half_log_det(chol_p) - _half_log_det(chol_q)
+
+
+def condition(
+    mean_a: Tensor,
+    mean_b: Tensor,
+    cov_aa: Tensor,
+    cov_ab: Tensor,
+    cov_bb: Tensor,
+    value_b: Tensor,
+    *,
+    diag: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """p(a | b = value_b) for jointly Gaussian [a; b] (Rasmussen & Williams, eq. A.6).
+
+    Args:
+        mean_a: ``[..., a]``.
+        mean_b: ``[..., b]``.
+        cov_aa: ``[..., a, a]``, or its diagonal ``[..., a]`` when ``diag``.
+        cov_ab: ``[..., a, b]``.
+        cov_bb: ``[..., b, b]``, observation noise included.
+        value_b: ``[..., b]``.
+        diag: return only the marginal variances of a.
+
+    Returns:
+        The conditional mean ``[..., a]`` and covariance ``[..., a, a]`` (or variances ``[..., a]``).
+    """
+    chol_bb = cholesky(cov_bb)
+    projection = _solve_lower(chol_bb, cov_ab.mT)  # L_bb^-1 S_ba, [..., b, a]
+    residual = _solve_lower(chol_bb, (value_b - mean_b).unsqueeze(-1))  # L_bb^-1 (y - m_b)
+    mean = mean_a + (projection.mT @ residual).squeeze(-1)
+    if diag:
+        return mean, cov_aa - projection.square().sum(-2)
+    return mean, cov_aa - projection.mT @ projection
+
+
+def tempered_prior(
+    prior_cov: Tensor, previous_mean: Tensor, previous_cov: Tensor, beta: float
+) -> tuple[Tensor, Tensor]:
+    """GPNet's tempered prior p(f)^beta q_t(f)^(1-beta) = N(m~, K~) at a finite set of inputs (eq. 8-9).
+
+    K~ = [(1-beta) Sigma^-1 + beta K^-1]^-1 = K (beta Sigma + (1-beta) K)^-1 Sigma, symmetrized, and
+    m~ = (1-beta) K~ Sigma^-1 mu = (1-beta) K (beta Sigma + (1-beta) K)^-1 mu: one Cholesky of the
+    mixture, no inverse of K or Sigma. The non-conjugate objective (section 3.2) uses it directly;
+    ``tempered_target`` conditions it on the batch.
+
+    Args:
+        prior_cov: K, the prior covariance ``[..., z, z]`` (jitter included).
+        previous_mean: mu, the previous network's mean ``[..., z]``.
+        previous_cov: Sigma, the previous network's covariance ``[..., z, z]`` (jitter included).
+        beta: the step size beta_t in (0, 1].
+
+    Returns:
+        m~ ``[..., z]`` and K~ ``[..., z, z]``.
+    """
+    chol_mixture = cholesky(beta * previous_cov + (1 - beta) * prior_cov)
+    cov = prior_cov @ torch.cholesky_solve(previous_cov, chol_mixture)  # K (beta S + (1-beta) K)^-1 S
+    cov = 0.5 * (cov + cov.mT)
+    mean = (1 - beta) * (prior_cov @ torch.cholesky_solve(previous_mean.unsqueeze(-1), chol_mixture))
+    return mean.squeeze(-1), cov
+
+
+def tempered_target(
+    prior_cov: Tensor,
+    previous_mean: Tensor,
+    previous_cov: Tensor,
+    y_batch: Tensor,
+    noise_variance: Tensor | float,
+    beta: float,
+    n_train: int,
+) -> tuple[Tensor, Tensor]:
+    """GPNet's target q^_{t+1}(f_M) for a Gaussian likelihood (eq. 10), the marginal at X_M.
+
+    The tempered prior (eq. 8-9) over Z = [X_B; X_M] is conditioned on y_B observed with noise
+    variance sigma^2 n / (N beta): the batch likelihood raised to the power N beta / n.
+
+    Args:
+        prior_cov: K over Z ``[..., n + m, n + m]``, batch points first.
+        previous_mean: mu over Z ``[..., n + m]``.
+        previous_cov: Sigma over Z ``[..., n + m, n + m]``.
+        y_batch: ``[..., n]``.
+        noise_variance: sigma^2 of the Gaussian likelihood.
+        beta: the step size beta_t in (0, 1].
+        n_train: N, the training-set size.
+
+    Returns:
+        The target mean ``[..., m]`` and covariance ``[..., m, m]`` at the measurement points.
+    """
+    mean, cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
+    n = y_batch.shape[-1]
+    batch_noise = noise_variance * n / (n_train * beta)  # eq. 10: p(y_B | f_B)^(N beta / n)
+    return condition(
+        mean[..., n:],
+        mean[..., :n],
+        cov[..., n:, n:],
+        cov[..., n:, :n],
+        add_diagonal(cov[..., :n, :n], batch_noise),
+        y_batch,
+    )

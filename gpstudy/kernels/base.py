@@ -1,0 +1,70 @@
+"""The kernel base class: ARD lengthscales, variance, positivity, shapes and ``diag``."""
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.settings import DEFAULT_DTYPE
+
+
+class Kernel(nn.Module):
+    """A stationary kernel k(x, x') = K_r2(r2), r2 = sum_d (x_d - x'_d)^2 / l_d^2 (ARD).
+
+    A subclass implements only ``K_r2``; the variance s2 is the base class's, for ``K_r2`` to use.
+
+    Args:
+        input_dim: D, the number of input dimensions.
+        lengthscale: initial lengthscales, one value for every dimension or a sequence of D.
+        variance: initial variance s2.
+        dtype: dtype of the parameters.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        lengthscale: float | Sequence[float] = 1.0,
+        variance: float = 1.0,
+        dtype: torch.dtype = DEFAULT_DTYPE,
+    ):
+        super().__init__()
+        self.input_dim = input_dim
+        lengthscale = torch.as_tensor(lengthscale, dtype=dtype).expand(input_dim).clone()
+        self.raw_lengthscale = nn.Parameter(inverse_positive(lengthscale))
+        self.raw_variance = nn.Parameter(inverse_positive(torch.tensor(variance, dtype=dtype)))
+
+    @property
+    def lengthscale(self) -> Tensor:
+        """ARD lengthscales l, shape ``[D]``."""
+        return positive(self.raw_lengthscale)
+
+    @property
+    def variance(self) -> Tensor:
+        """Variance s2, a scalar tensor."""
+        return positive(self.raw_variance)
+
+    def scaled_squared_distance(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """r2_ij = ||(x1_i - x2_j) / l||^2 for ``[..., n, D]`` and ``[..., m, D]``, shape ``[..., n, m]``."""
+        a, b = x1 / self.lengthscale, x2 / self.lengthscale
+        cross = a @ b.mT
+        r2 = a.square().sum(-1).unsqueeze(-1) + b.square().sum(-1).unsqueeze(-2) - 2 * cross
+        return r2.clamp_min(0.0)
+
+    def forward(self, x1: Tensor, x2: Tensor | None = None, diag: bool = False) -> Tensor:
+        """The covariance matrix K(x1, x2) ``[..., n, m]``, or with ``diag`` k(x1_i, x1_i) ``[..., n]``.
+
+        Args:
+            x1: ``[..., n, D]``.
+            x2: ``[..., m, D]``; ``x1`` when omitted.
+            diag: return the diagonal of K(x1, x1) only (``x2`` must be omitted).
+        """
+        if diag:
+            if x2 is not None:
+                raise ValueError("diag=True computes k(x, x); do not pass x2")
+            return self.K_r2(torch.zeros(x1.shape[:-1], dtype=x1.dtype, device=x1.device))
+        return self.K_r2(self.scaled_squared_distance(x1, x1 if x2 is None else x2))
+
+    def K_r2(self, r2: Tensor) -> Tensor:  # noqa: N802 (GPflow's name)
+        """The kernel as a function of the scaled squared distance, elementwise."""
+        raise NotImplementedError

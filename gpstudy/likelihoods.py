@@ -1,0 +1,41 @@
+"""Observation models p(y | f)."""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.settings import DEFAULT_DTYPE
+
+
+class GaussianLikelihood(nn.Module):
+    """p(y | f) = N(y | f, sigma^2), the noise variance kept positive through softplus.
+
+    Args:
+        noise_variance: initial sigma^2 (STUDY.md: 0.1).
+        dtype: dtype of the parameter.
+    """
+
+    def __init__(self, noise_variance: float = 0.1, dtype: torch.dtype = DEFAULT_DTYPE):
+        super().__init__()
+        self.raw_noise_variance = nn.Parameter(inverse_positive(torch.tensor(noise_variance, dtype=dtype)))
+
+    @property
+    def noise_variance(self) -> Tensor:
+        """sigma^2, a scalar tensor."""
+        return positive(self.raw_noise_variance)
+
+    def log_prob(self, y: Tensor, f: Tensor) -> Tensor:
+        """log N(y | f, sigma^2) elementwise, shape of ``y``."""
+        noise = self.noise_variance
+        return -0.5 * (math.log(2 * math.pi) + noise.log() + (y - f).square() / noise)
+
+    def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
+        """E_{N(f | mean, var)} log N(y | f, sigma^2) in closed form, elementwise, shape of ``y``."""
+        noise = self.noise_variance
+        return -0.5 * (math.log(2 * math.pi) + noise.log() + ((y - mean).square() + var) / noise)
+
+    def predictive(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
+        """Moments of y from those of f: (mean, var + sigma^2)."""
+        return mean, var + self.noise_variance

@@ -1,0 +1,42 @@
+"""Inference methods behind one interface, found by name in ``METHODS``."""
+
+import torch
+from torch import Tensor
+
+from gpstudy.kernels import Kernel
+from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.methods.base import Method, MethodConfig
+from gpstudy.methods.exact_gp import ExactGP
+from gpstudy.methods.fbnn import FBNN
+from gpstudy.methods.gpnet import GPNet
+from gpstudy.methods.svgp import SVGP
+
+METHODS: dict[str, type[Method]] = {method.name: method for method in (ExactGP, SVGP, GPNet, FBNN)}
+
+
+def build_method(
+    name: str,
+    x_train: Tensor,
+    y_train: Tensor,
+    kernel: Kernel,
+    likelihood: GaussianLikelihood,
+    config: MethodConfig,
+    generator: torch.Generator,
+) -> Method:
+    """The method registered as ``name``, built on the training data.
+
+    Args:
+        name: a key of ``METHODS``: "exact", "svgp", "gpnet" or "fbnn".
+        x_train: ``[N, D]``.
+        y_train: ``[N]``.
+        kernel: the prior kernel, already initialized.
+        likelihood: the likelihood, already initialized.
+        config: the method's settings.
+        generator: randomness of the initialization (k-means seed, RFE frequencies and mean).
+    """
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")
+    return METHODS[name](x_train, y_train, kernel, likelihood, config, generator)
+
+
+__all__ = ["FBNN", "GPNet", "METHODS", "SVGP", "ExactGP", "Method", "MethodConfig", "build_method"]

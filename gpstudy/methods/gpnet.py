@@ -1,0 +1,139 @@
+"""GPNet: inference networks trained by stochastic functional mirror descent (Shi et al. 2019)."""
+
+import math
+
+import torch
+from torch import Tensor
+
+from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_prior, tempered_target
+from gpstudy.kernels import Kernel
+from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo
+
+
+def beta_schedule(step: int, beta0: float, xi: float) -> float:
+    """beta_t = beta0 / (1 + xi sqrt(t - 1)) for t = 1, 2, ... (STUDY.md and the authors' code).
+
+    The paper's section 3.3 writes sqrt(t); the t - 1 form starts at exactly beta0.
+    """
+    return beta0 / (1.0 + xi * math.sqrt(step - 1))
+
+
+def conjugate_loss(
+    likelihood: GaussianLikelihood,
+    y_batch: Tensor,
+    mean: Tensor,
+    cov: Tensor,
+    prior_cov: Tensor,
+    previous_mean: Tensor,
+    previous_cov: Tensor,
+    beta: float,
+    n_train: int,
+) -> Tensor:
+    """KL[q_gamma(f_M) || q^_{t+1}(f_M)] (eq. 11) with the closed-form target of eq. 10.
+
+    Args:
+        likelihood: the Gaussian likelihood (its noise enters the target, without gradient).
+        y_batch: ``[n]``.
+        mean, cov: q_gamma over Z = [X_B; X_M], ``[n + M]`` and ``[n + M, n + M]``.
+        prior_cov: K over Z, detached.
+        previous_mean, previous_cov: q_t over Z, detached.
+        beta: beta_t.
+        n_train: N.
+    """
+    n = y_batch.shape[-1]
+    noise = likelihood.noise_variance.detach()
+    target_mean, target_cov = tempered_target(
+        prior_cov, previous_mean, previous_cov, y_batch, noise, beta, n_train
+    )  # q^_{t+1}(f_M), eq. 10
+    return kl_divergence(mean[..., n:], cholesky(cov[..., n:, n:]), target_mean, cholesky(target_cov))
+
+
+def elbo_loss(
+    likelihood: GaussianLikelihood,
+    y_batch: Tensor,
+    mean: Tensor,
+    cov: Tensor,
+    prior_cov: Tensor,
+    previous_mean: Tensor,
+    previous_cov: Tensor,
+    beta: float,
+    n_train: int,
+) -> Tensor:
+    """-L_t (section 3.2) for any likelihood, up to a constant in gamma, over Z = [X_B; X_M].
+
+    L_t = beta (N/n) sum_B E_q log p(y_b | f_b) - beta KL[q || p] - (1 - beta) KL[q || q_t]
+        = beta (N/n) sum_B E_q log p(y_b | f_b) - KL[q || p^beta q_t^(1-beta)] + const,
+    the tempered prior p^beta q_t^(1-beta) being the one of eq. 8-9. Arguments as ``conjugate_loss``.
+    """
+    tempered_mean, tempered_cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
+    data_scale = beta * n_train / y_batch.shape[-1]
+    return -function_space_elbo(likelihood, y_batch, mean, cov, tempered_mean, tempered_cov, data_scale)
+
+
+OBJECTIVES = {
+    "conjugate": conjugate_loss,  # Gaussian likelihood: match the closed-form target (eq. 11)
+    "elbo": elbo_loss,  # any likelihood: maximize L_t (section 3.2)
+}
+
+
+class GPNet(InferenceNetworkMethod):
+    """GPNet (Algorithm 1) with an RFE network.
+
+    Each iteration draws X_M from c(x), sets Z = [X_B; X_M] and moves q_gamma towards the bootstrapped
+    mirror-descent update q^_{t+1} proportional to p(y_B | f)^(N beta / n) p(f)^beta q_t(f)^(1-beta)
+    (eq. 7). q_t = q_{gamma_t} is the network at the start of the iteration: its output at Z,
+    detached. This is what the paper's frozen copy computes, since the copy equals the live network
+    whenever a loss is evaluated; so no copy is kept, the state dict holds the live network only,
+    and a checkpoint resumes exactly. With ``online_hyperparameters`` the loss also carries minus
+    the minibatch bound sum_B E_{q_t} log p(y_b | f_b) - KL[q_t(f_B) || p(f_B)] (section 3.3),
+    whose gradient reaches only the kernel and noise (with ``objective="elbo"`` the noise also gets
+    the gradient of L_t's expected log-likelihood; the prior and q_t never get any). Prediction: the
+    network's mean, and its marginal variance plus sigma^2.
+    """
+
+    name = "gpnet"
+
+    def __init__(
+        self,
+        x_train: Tensor,
+        y_train: Tensor,
+        kernel: Kernel,
+        likelihood: GaussianLikelihood,
+        config: MethodConfig,
+        generator: torch.Generator,
+    ):
+        if config.objective not in OBJECTIVES:
+            raise ValueError(f"unknown GPNet objective {config.objective!r}; known: {sorted(OBJECTIVES)}")
+        super().__init__(x_train, y_train, kernel, likelihood, config, generator)
+
+    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generator: torch.Generator) -> Tensor:
+        inputs = self.measurement_set(x_batch, generator)  # Z = [X_B; X_M]
+        beta = beta_schedule(step, self.config.beta0, self.config.xi)
+        mean, cov = self.network.mean_and_covariance(inputs)  # q_gamma(f_Z)
+        prior_cov = add_jitter(self.kernel(inputs))  # K_ZZ
+        previous_mean, previous_cov = mean.detach(), cov.detach()  # q_t(f_Z): no gradient into the target
+        objective = OBJECTIVES[self.config.objective]
+        loss = objective(
+            self.likelihood,
+            y_batch,
+            mean,
+            cov,
+            prior_cov.detach(),
+            previous_mean,
+            previous_cov,
+            beta,
+            self.config.n_train,
+        )
+        if self.config.online_hyperparameters:  # minibatch bound with q_t fixed (section 3.3)
+            n = y_batch.shape[-1]
+            bound = function_space_elbo(
+                self.likelihood,
+                y_batch,
+                previous_mean[..., :n],
+                previous_cov[..., :n, :n],
+                torch.zeros_like(previous_mean[..., :n]),
+                prior_cov[..., :n, :n],
+            )
+            loss = loss - bound
+        return loss

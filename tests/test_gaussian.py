@@ -1,0 +1,147 @@
+"""Gaussian maths against torch.distributions and brute-force formulas with explicit inverses."""
+
+import logging
+
+import pytest
+import torch
+from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
+
+from gpstudy import gaussian, settings
+from gpstudy.gaussian import (
+    CholeskyError,
+    cholesky,
+    condition,
+    cross_entropy,
+    entropy,
+    inverse_positive,
+    kl_divergence,
+    log_density,
+    positive,
+    raw_scale_tril,
+    scale_tril,
+    tempered_prior,
+    tempered_target,
+)
+
+DTYPE = settings.DEFAULT_DTYPE
+
+
+def random_spd(generator: torch.Generator, *shape: int) -> torch.Tensor:
+    """A well-conditioned random SPD matrix of shape [*batch, n, n]."""
+    factor = torch.randn(*shape, generator=generator, dtype=DTYPE)
+    return factor @ factor.mT / shape[-1] + 0.5 * torch.eye(shape[-1], dtype=DTYPE)
+
+
+@pytest.fixture
+def generator() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+def test_positive_round_trip():
+    values = torch.tensor([1e-3, 0.1, 1.0, 50.0], dtype=DTYPE)
+    torch.testing.assert_close(positive(inverse_positive(values)), values, rtol=1e-12, atol=0)
+    assert positive(torch.tensor(-1e3, dtype=DTYPE)) >= settings.POSITIVE_FLOOR
+
+
+def test_scale_tril_is_lower_with_positive_diagonal(generator):
+    raw = torch.randn(5, 5, generator=generator, dtype=DTYPE)
+    factor = scale_tril(raw)
+    assert torch.equal(factor, torch.tril(factor))
+    assert (factor.diagonal() > 0).all()
+    torch.testing.assert_close(factor.tril(-1), raw.tril(-1))
+    torch.testing.assert_close(scale_tril(raw_scale_tril(1.3, 4, like=raw)), 1.3 * torch.eye(4, dtype=DTYPE))
+
+
+def test_cholesky_matches_torch(generator):
+    matrix = random_spd(generator, 3, 6, 6)
+    torch.testing.assert_close(cholesky(matrix), torch.linalg.cholesky(matrix))
+
+
+def test_cholesky_escalates_jitter_and_logs(caplog):
+    singular = torch.ones(5, 5, dtype=DTYPE)  # rank one: fails without jitter
+    with caplog.at_level(logging.WARNING, logger=gaussian.__name__):
+        factor = cholesky(singular)
+    assert len(caplog.records) == 1 and "1.0e-06" in caplog.records[0].getMessage()
+    torch.testing.assert_close(factor @ factor.mT, singular + settings.JITTER * torch.eye(5, dtype=DTYPE))
+
+
+def test_cholesky_gives_up_with_a_clear_error(caplog):
+    indefinite = torch.diag(torch.tensor([1.0, -1.0, 1.0], dtype=DTYPE))
+    last_jitter = settings.JITTER * 10.0 ** (settings.CHOLESKY_MAX_TRIES - 1)
+    with caplog.at_level(logging.WARNING, logger=gaussian.__name__), pytest.raises(CholeskyError) as error:
+        cholesky(indefinite)
+    assert "3 x 3" in str(error.value) and f"{last_jitter:.1e}" in str(error.value)
+    assert len(caplog.records) == settings.CHOLESKY_MAX_TRIES
+
+
+def test_log_density_entropy_cross_entropy_kl_match_torch(generator):
+    batch, size = 3, 4
+    mean_q, mean_p = torch.randn(2, batch, size, generator=generator, dtype=DTYPE)
+    cov_q, cov_p = random_spd(generator, batch, size, size), random_spd(generator, batch, size, size)
+    chol_q, chol_p = torch.linalg.cholesky(cov_q), torch.linalg.cholesky(cov_p)
+    q, p = MultivariateNormal(mean_q, cov_q), MultivariateNormal(mean_p, cov_p)
+    value = torch.randn(batch, size, generator=generator, dtype=DTYPE)
+
+    torch.testing.assert_close(log_density(value, mean_p, chol_p), p.log_prob(value))
+    torch.testing.assert_close(entropy(chol_q), q.entropy())
+    torch.testing.assert_close(kl_divergence(mean_q, chol_q, mean_p, chol_p), torch_kl(q, p))
+    torch.testing.assert_close(cross_entropy(mean_q, chol_q, mean_p, chol_p), torch_kl(q, p) + q.entropy())
+    assert kl_divergence(mean_q, chol_q, mean_q, chol_q).abs().max() < 1e-12
+
+
+def test_condition_matches_explicit_inverse(generator):
+    joint = random_spd(generator, 7, 7)
+    mean = torch.randn(7, generator=generator, dtype=DTYPE)
+    value_b = torch.randn(4, generator=generator, dtype=DTYPE)
+    a, b = slice(0, 3), slice(3, 7)
+    gain = joint[a, b] @ torch.linalg.inv(joint[b, b])
+    expected_mean = mean[a] + gain @ (value_b - mean[b])
+    expected_cov = joint[a, a] - gain @ joint[b, a]
+
+    got_mean, got_cov = condition(mean[a], mean[b], joint[a, a], joint[a, b], joint[b, b], value_b)
+    torch.testing.assert_close(got_mean, expected_mean)
+    torch.testing.assert_close(got_cov, expected_cov)
+    _, got_var = condition(mean[a], mean[b], joint[a, a].diagonal(), joint[a, b], joint[b, b], value_b, diag=True)
+    torch.testing.assert_close(got_var, expected_cov.diagonal())
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.3])
+def test_tempered_prior_matches_precision_form(generator, beta):
+    prior_cov, previous_cov = random_spd(generator, 6, 6), random_spd(generator, 6, 6)
+    previous_mean = torch.randn(6, generator=generator, dtype=DTYPE)
+    precision = (1 - beta) * torch.linalg.inv(previous_cov) + beta * torch.linalg.inv(prior_cov)
+    expected_cov = torch.linalg.inv(precision)  # K~ = [(1-beta) S^-1 + beta K^-1]^-1
+    expected_mean = expected_cov @ ((1 - beta) * torch.linalg.inv(previous_cov) @ previous_mean)
+
+    mean, cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
+    torch.testing.assert_close(cov, expected_cov)
+    torch.testing.assert_close(mean, expected_mean)
+    assert torch.equal(cov, cov.mT)
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.3])
+def test_tempered_target_matches_brute_force_joint_conditioning(generator, beta):
+    n, m, n_train, noise_variance = 3, 4, 50, 0.2
+    prior_cov, previous_cov = random_spd(generator, n + m, n + m), random_spd(generator, n + m, n + m)
+    previous_mean = torch.randn(n + m, generator=generator, dtype=DTYPE)
+    y_batch = torch.randn(n, generator=generator, dtype=DTYPE)
+
+    # The tempered prior with explicit inverses, then the joint Gaussian of [f_Z, y_B].
+    tilde_cov = torch.linalg.inv((1 - beta) * torch.linalg.inv(previous_cov) + beta * torch.linalg.inv(prior_cov))
+    tilde_mean = tilde_cov @ ((1 - beta) * torch.linalg.inv(previous_cov) @ previous_mean)
+    batch_noise = noise_variance * n / (n_train * beta)  # eq. 10
+    joint_mean = torch.cat([tilde_mean, tilde_mean[:n]])
+    joint_cov = torch.cat(
+        [
+            torch.cat([tilde_cov, tilde_cov[:, :n]], dim=1),
+            torch.cat([tilde_cov[:n, :], tilde_cov[:n, :n] + batch_noise * torch.eye(n, dtype=DTYPE)], dim=1),
+        ]
+    )
+    f, y = slice(0, n + m), slice(n + m, 2 * n + m)
+    gain = joint_cov[f, y] @ torch.linalg.inv(joint_cov[y, y])
+    posterior_mean = joint_mean[f] + gain @ (y_batch - joint_mean[y])
+    posterior_cov = joint_cov[f, f] - gain @ joint_cov[y, f]
+
+    mean, cov = tempered_target(prior_cov, previous_mean, previous_cov, y_batch, noise_variance, beta, n_train)
+    torch.testing.assert_close(mean, posterior_mean[n:])
+    torch.testing.assert_close(cov, posterior_cov[n:, n:])

@@ -1,0 +1,60 @@
+"""Hyperparameter pretraining on the exact marginal likelihood, and the JSON round trip."""
+
+import json
+
+import torch
+
+from gpstudy import settings
+from gpstudy.kernels import RBF
+from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.methods.exact_gp import log_marginal_likelihood
+from gpstudy.pretrain import hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters
+
+DTYPE = settings.DEFAULT_DTYPE
+TRUE_LENGTHSCALE, TRUE_NOISE = 0.4, 0.01
+
+
+def draw_from_a_known_gp(n: int = 120) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    x = 6 * torch.rand(n, 1, generator=generator, dtype=DTYPE) - 3
+    with torch.no_grad():
+        cov = RBF(1, lengthscale=TRUE_LENGTHSCALE)(x) + TRUE_NOISE * torch.eye(n, dtype=DTYPE)
+    return x, torch.linalg.cholesky(cov) @ torch.randn(n, generator=generator, dtype=DTYPE)
+
+
+def test_pretraining_raises_the_marginal_likelihood_and_finds_the_lengthscale():
+    x, y = draw_from_a_known_gp()
+    kernel, likelihood = RBF(1), GaussianLikelihood(0.1)
+    with torch.no_grad():
+        initial = log_marginal_likelihood(x, y, kernel, likelihood)
+    generator = torch.Generator().manual_seed(1)
+    pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=60, iterations=200, lr=0.05, generator=generator)
+    with torch.no_grad():
+        final = log_marginal_likelihood(x, y, kernel, likelihood)
+    assert final > initial + 10
+    assert abs(kernel.lengthscale.item() - TRUE_LENGTHSCALE) < 0.5 * abs(1.0 - TRUE_LENGTHSCALE)
+    assert likelihood.noise_variance < 0.05
+
+
+def test_pretraining_is_reproducible_from_the_generator():
+    x, y = draw_from_a_known_gp()
+    results = []
+    for seed in (1, 1, 2):
+        kernel, likelihood = RBF(1), GaussianLikelihood(0.1)
+        generator = torch.Generator().manual_seed(seed)
+        pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=30, iterations=5, lr=0.05, generator=generator)
+        results.append(hyperparameters_to_dict(kernel, likelihood))
+    assert results[0] == results[1] and results[0] != results[2]
+
+
+def test_hyperparameters_round_trip_through_json():
+    kernel, likelihood = RBF(2, lengthscale=[0.3, 4.0], variance=2.5), GaussianLikelihood(0.02)
+    saved = json.loads(json.dumps(hyperparameters_to_dict(kernel, likelihood)))
+    assert set(saved) == {"lengthscale", "variance", "noise_variance"}
+    values = [*saved["lengthscale"], saved["variance"], saved["noise_variance"]]
+    assert all(isinstance(value, float) for value in values)
+    restored_kernel, restored_likelihood = RBF(2), GaussianLikelihood()
+    load_hyperparameters(restored_kernel, restored_likelihood, saved)
+    torch.testing.assert_close(restored_kernel.lengthscale, kernel.lengthscale, rtol=1e-12, atol=0)
+    torch.testing.assert_close(restored_kernel.variance, kernel.variance, rtol=1e-12, atol=0)
+    torch.testing.assert_close(restored_likelihood.noise_variance, likelihood.noise_variance, rtol=1e-12, atol=0)
