@@ -8,7 +8,11 @@ import yaml
 
 from gpstudy import paths
 from gpstudy.config import data_plan, validate_config
-from gpstudy.data import DATASETS, fetch_dataset, prepare_split, prepare_table
+from gpstudy.data import DATASETS, fetch_dataset, load_split, prepare_split, prepare_table
+from gpstudy.methods import METHODS
+from gpstudy.training import run_settings, train_run
+
+RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{split}"  # default --out of `gpstudy train`
 
 
 def ensure_split(config: dict, dataset: str, split: int) -> Path:
@@ -47,6 +51,16 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--splits", type=int, nargs="*", help="split indices (default: all of the config's)")
     prepare.add_argument("--config", type=Path, default=Path("config.yaml"), help="study config file")
     prepare.add_argument("--mirror", help="local directory or file:// URL tried before the network")
+    train = commands.add_parser("train", help="train one method on one split; write metrics.json")
+    train.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    train.add_argument("--split", type=int, default=0)
+    train.add_argument("--method", required=True, choices=sorted(METHODS))
+    train.add_argument("--M", type=int, required=True, help="inducing or measurement points")
+    train.add_argument("--iterations", type=int, help="Adam steps (default: the config's)")
+    train.add_argument("--device", help="auto | cpu | cuda | cuda:K (default: the config's)")
+    train.add_argument("--config", type=Path, default=Path("config.yaml"), help="study config file")
+    train.add_argument("--mirror", help="local directory or file:// URL tried before the network")
+    train.add_argument("--out", type=Path, help=f"run folder (default {RUN_DIR})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "datasets":
@@ -56,3 +70,13 @@ def main(argv: list[str] | None = None) -> None:
         config = load_config(args.config, {"mirror": args.mirror})
         for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
             print(ensure_split(config, args.dataset, split))
+    elif args.command == "train":
+        config = load_config(args.config, {"mirror": args.mirror})
+        split = load_split(ensure_split(config, args.dataset, args.split))
+        settings = run_settings(config, args.dataset, args.split, method=args.method, M=args.M,
+                                iterations=args.iterations, device=args.device)
+        labels = {"dataset": args.dataset, "method": args.method, "M": args.M, "split": args.split}
+        out = args.out or Path(RUN_DIR.format(**labels))
+        metrics = train_run(split, settings, out, labels)
+        print(f"{out / 'metrics.json'}: rmse {metrics['rmse']:.4g}, test_ll {metrics['test_ll']:.4g}, "
+              f"{metrics['status']}")

@@ -8,6 +8,7 @@ import jsonschema
 import yaml
 
 from gpstudy.data.registry import DATASETS, get_dataset
+from gpstudy.methods import METHODS
 
 
 class ConfigError(ValueError):
@@ -40,12 +41,15 @@ def validate_config(config: dict[str, Any]) -> None:
     if errors:
         raise ConfigError("invalid configuration:\n" + "\n".join(
             f"  config key {e.json_path}: {e.message}" for e in errors))
-    for key, names in (("datasets", config["datasets"]), ("dataset_options", config.get("dataset_options", {}))):
+    named = (("datasets", config["datasets"], DATASETS, "data set"),
+             ("dataset_options", config.get("dataset_options", {}), DATASETS, "data set"),
+             ("method_options", config.get("method_options", {}), METHODS, "method"))
+    for key, names, registry, kind in named:
         for index, name in enumerate(names):
-            if name not in DATASETS:
+            if name not in registry:
                 where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
-                raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set "
-                                  f"{name!r}; known: {', '.join(sorted(DATASETS))}")
+                raise ConfigError(f"invalid configuration:\n  config key {where}: unknown {kind} "
+                                  f"{name!r}; known: {', '.join(sorted(registry))}")
 
 
 def data_plan(config: dict[str, Any], name: str) -> DataPlan:

@@ -1,0 +1,125 @@
+"""The one training loop every method runs: seeded, device-agnostic, checkpointed and resumable."""
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from gpstudy.io import atomic_path
+from gpstudy.methods import Method
+
+log = logging.getLogger(__name__)
+
+
+class BatchSampler:
+    """Minibatch indices from shuffled epochs: O(batch) per iteration, O(N) once per epoch.
+
+    A data set smaller than the batch size is used whole at every iteration.
+    """
+
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator):
+        self.n, self.batch_size, self.generator = n, min(batch_size, n), generator
+        self.order = torch.arange(n, device=generator.device)
+        self.cursor = n  # start with a fresh permutation
+
+    def next(self) -> Tensor:
+        """Indices ``[batch]`` of the next minibatch."""
+        if self.batch_size == self.n:
+            return self.order
+        if self.cursor + self.batch_size > self.n:
+            self.order = torch.randperm(self.n, generator=self.generator, device=self.generator.device)
+            self.cursor = 0
+        self.cursor += self.batch_size
+        return self.order[self.cursor - self.batch_size:self.cursor]
+
+    def state_dict(self) -> dict:
+        return {"order": self.order, "cursor": self.cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.order, self.cursor = state["order"].to(self.order.device), state["cursor"]
+
+
+def fit(
+    method: Method,
+    x_train: Tensor,
+    y_train: Tensor,
+    *,
+    iterations: int,
+    batch_size: int,
+    lr: float,
+    generator: torch.Generator,
+    evaluate: Callable[[], dict[str, float]],
+    eval_every: int,
+    checkpoint: Path | None = None,
+    checkpoint_every: int = 1000,
+) -> tuple[list[dict[str, float]], float]:
+    """Train ``method`` with one Adam for ``iterations`` steps (t = 1..T); resume from ``checkpoint``.
+
+    Args:
+        method: trained in place.
+        x_train: ``[N, D]`` on the training device.
+        y_train: ``[N]``.
+        iterations: T.
+        batch_size: B.
+        lr: Adam learning rate.
+        generator: every random draw of training (batches, measurement points, samples).
+        evaluate: test metrics of the current state (must draw no randomness).
+        eval_every: iterations between evaluations; the last iteration is always evaluated.
+        checkpoint: file holding the latest state; loaded if present, written every
+            ``checkpoint_every`` iterations. Resuming gives the same numbers as an uninterrupted run.
+
+    Returns:
+        The learning curve (one dict per evaluation: iteration, objective, seconds, metrics) and the
+        training seconds (evaluation excluded, summed over resumed sessions).
+    """
+    optimizer = torch.optim.Adam([p for p in method.parameters() if p.requires_grad], lr=lr)
+    sampler = BatchSampler(x_train.shape[0], batch_size, generator)
+    start, curve, seconds = 1, [], 0.0
+    if checkpoint is not None and checkpoint.exists():
+        state = torch.load(checkpoint, map_location=x_train.device, weights_only=False)
+        method.load_state_dict(state["method"])
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        sampler.load_state_dict(state["sampler"])
+        start, curve, seconds = state["step"] + 1, state["curve"], state["seconds"]
+        log.info("resumed from %s at iteration %d", checkpoint, start)
+    tic = time.perf_counter()
+    for step in range(start, iterations + 1):
+        batch = sampler.next()
+        loss = method.loss(x_train[batch], y_train[batch], step, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        method.after_step(step)
+        if step % eval_every == 0 or step == iterations:
+            seconds += _elapsed(tic, x_train.device)
+            curve.append({"iteration": step, "objective": loss.item(), "seconds": seconds, **evaluate()})
+            log.info("iteration %d: %s (%.1f it/s)", step, _format(curve[-1]), step / max(seconds, 1e-9))
+            tic = time.perf_counter()
+        if checkpoint is not None and (step % checkpoint_every == 0 and step < iterations):
+            seconds += _elapsed(tic, x_train.device)
+            _save(checkpoint, {"method": method.state_dict(), "optimizer": optimizer.state_dict(),
+                               "generator": generator.get_state(), "sampler": sampler.state_dict(),
+                               "step": step, "curve": curve, "seconds": seconds})
+            tic = time.perf_counter()
+    return curve, seconds
+
+
+def _elapsed(tic: float, device: torch.device) -> float:
+    """Seconds since ``tic``, after the device finished its queued work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - tic
+
+
+def _save(path: Path, state: dict) -> None:
+    """Write a checkpoint atomically."""
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def _format(record: dict[str, float]) -> str:
+    return ", ".join(f"{key} {value:.4g}" for key, value in record.items() if key != "iteration")
