@@ -8,11 +8,17 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/pretrain.smk"
+include: "rules/train.smk"
+include: "rules/aggregate.smk"
 
 
 rule all:
     input:
-        split_files(),
+        final_targets(),
     default_target: True

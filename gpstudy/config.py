@@ -41,7 +41,10 @@ def validate_config(config: dict[str, Any]) -> None:
     if errors:
         raise ConfigError("invalid configuration:\n" + "\n".join(
             f"  config key {e.json_path}: {e.message}" for e in errors))
+    experiments = config.get("experiments", {})
     named = (("datasets", config["datasets"], DATASETS, "data set"),
+             *((f"experiments.{name}.datasets", e["datasets"], DATASETS, "data set") for name, e in experiments.items()),
+             *((f"experiments.{name}.methods", e["methods"], METHODS, "method") for name, e in experiments.items()),
              ("dataset_options", config.get("dataset_options", {}), DATASETS, "data set"),
              ("method_options", config.get("method_options", {}), METHODS, "method"))
     for key, names, registry, kind in named:
@@ -59,3 +62,28 @@ def data_plan(config: dict[str, Any], name: str) -> DataPlan:
     protocol = options.get("protocol", registered if registered == "given" else config["split_protocol"])
     splits = 1 if protocol == "given" else options.get("splits", config["splits"])
     return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"))
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """What identifies one training run of a study."""
+
+    experiment: str
+    dataset: str
+    method: str
+    M: int
+    split: int
+
+
+def study_runs(config: dict[str, Any]) -> list[RunKey]:
+    """Every training run of a (validated) configuration: experiment x data set x method x M x split.
+
+    An experiment runs only on its data sets that are also in ``datasets``.
+    """
+    runs = []
+    for experiment, spec in config["experiments"].items():
+        for dataset in (d for d in spec["datasets"] if d in config["datasets"]):
+            for method, sizes in spec["methods"].items():
+                runs += [RunKey(experiment, dataset, method, M, split)
+                         for M in sizes for split in data_plan(config, dataset).splits]
+    return runs

@@ -10,6 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+UMASK = os.umask(0o022)  # the process's umask, read (and restored) once at import
+os.umask(UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
@@ -24,6 +27,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part" + suffix)
     os.close(handle)
     tmp = Path(tmp_name)
+    os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes 0600; give the final file the usual permissions
     try:
         yield tmp
         os.replace(tmp, path)
@@ -35,6 +39,12 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
     """Write ``data`` as indented JSON, atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_csv(path: str | os.PathLike, frame: "pandas.DataFrame") -> None:
+    """Write a data frame as CSV without its index, atomically."""
+    with atomic_path(path, suffix=".csv") as tmp:
+        frame.to_csv(tmp, index=False)
 
 
 def log_to(path: str | os.PathLike) -> None:

@@ -1,29 +1,95 @@
-"""Helpers shared by the rules: the path grammar and the config lookups rules need."""
+"""Helpers shared by the rules: the config lookups that turn wildcards into inputs and params."""
+
+from dataclasses import asdict
 
 from gpstudy import paths
-from gpstudy.config import data_plan, validate_config
+from gpstudy.config import data_plan, study_runs, validate_config
+from gpstudy.training import run_settings
 
 validate_config(config)
 
 PROTOCOLS = ["random", "index_files", "given"]
+RUNS = study_runs(config)
+EXPERIMENTS = sorted({run.experiment for run in RUNS})
 
 
 wildcard_constraints:
     dataset="[a-z0-9_]+",
     protocol="|".join(PROTOCOLS),
     split=r"\d+",
+    experiment="|".join(EXPERIMENTS) or "none",
+    method="[a-z]+",
+    M=r"\d+",
 
 
-def split_files():
-    """Every split file of the configured data sets."""
-    files = []
-    for name in config["datasets"]:
-        plan = data_plan(config, name)
-        files += expand(paths.SPLIT, dataset=name, protocol=plan.protocol, split=plan.splits)
-    return files
+def split_path(dataset, split):
+    """The split file of a data set under the config's protocol."""
+    return paths.SPLIT.format(dataset=dataset, protocol=data_plan(config, dataset).protocol, split=split)
+
+
+def pretrained_path(dataset, split):
+    """The pretrained hyperparameters of a data set's split."""
+    return paths.PRETRAINED.format(dataset=dataset, protocol=data_plan(config, dataset).protocol, split=split)
+
+
+def settings(wildcards):
+    """The run's settings (gpstudy.training.RunSettings) for its wildcards."""
+    return run_settings(config, wildcards.dataset, int(wildcards.split), method=wildcards.method, M=int(wildcards.M))
+
+
+def run_split(wildcards):
+    return split_path(wildcards.dataset, wildcards.split)
+
+
+def run_hyperparameters(wildcards):
+    """The pretrained hyperparameters a run starts from, if its settings pretrain."""
+    return [pretrained_path(wildcards.dataset, wildcards.split)] if settings(wildcards).pretrain else []
+
+
+def run_settings_params(wildcards):
+    return asdict(settings(wildcards))
+
+
+def run_labels(wildcards):
+    return {"experiment": wildcards.experiment, "dataset": wildcards.dataset, "method": wildcards.method,
+            "M": int(wildcards.M), "split": int(wildcards.split)}
+
+
+def run_gpus(wildcards):
+    """1 for a run that trains on CUDA, else 0 (the local profile caps the sum at the GPUs it has)."""
+    return int(settings(wildcards).torch_device().type == "cuda")
+
+
+def pretrain_settings_params(wildcards):
+    """Settings of exact-GP pretraining for a data set's split (the exact GP is what is pretrained)."""
+    return asdict(run_settings(config, wildcards.dataset, int(wildcards.split), method="exact", M=1))
 
 
 def split_sizes(wildcards):
     """Training and test sizes of the random protocol for one data set (None: the defaults)."""
     plan = data_plan(config, wildcards.dataset)
     return {"train_size": plan.train_size, "test_size": plan.test_size}
+
+
+def run_files(experiment=None):
+    """The metrics files of every run (of one experiment)."""
+    return [paths.RUN.format(**asdict(run)) for run in RUNS if experiment in (None, run.experiment)]
+
+
+def snelson_inputs():
+    """What Figure 4 draws: the Snelson runs, its split, and the reference's hyperparameters."""
+    reference = run_settings(config, "snelson", 0, method="gpnet", M=1)
+    return {"runs": run_files("snelson"), "split": split_path("snelson", 0),
+            "hyperparameters": [pretrained_path("snelson", 0)] if reference.pretrain else []}
+
+
+def final_targets():
+    """The study's outputs: tables and figures of the experiments configured."""
+    targets = [paths.RUNS, paths.CURVES]
+    targets += expand("results/figures/learning_curves_{experiment}.png", experiment=EXPERIMENTS)
+    if "uci" in EXPERIMENTS:
+        targets += expand("results/tables/uci_{metric}.{ext}", metric=["rmse", "test_ll"], ext=["csv", "md", "tex"])
+        targets += expand("results/figures/uci_violins.{ext}", ext=["png", "pdf"])
+    if "snelson" in EXPERIMENTS:
+        targets += expand("results/figures/snelson.{ext}", ext=["png", "pdf"])
+    return targets

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.config import ConfigError, data_plan, validate_config
+from gpstudy.config import ConfigError, RunKey, data_plan, study_runs, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -31,10 +31,24 @@ def test_shipped_configs_are_valid(path):
     ({"datasets": ["boston", "bostn"]}, r"\$\.datasets\[1\]: unknown data set 'bostn'; known: airline"),
     ({"dataset_options": {"snelson": {"train_sise": 100}}}, r"\$\.dataset_options\.snelson: .*'train_sise'"),
     ({"dataset_options": {"nope": {}}}, r"\$\.dataset_options\.nope: unknown data set"),
+    ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"gpnet": [0]}}}},
+     r"\$\.experiments\.uci\.methods\.gpnet\[0\]: 0 is less than the minimum of 1"),
+    ({"experiments": {"uci": {"datasets": ["bostn"], "methods": {"gpnet": [5]}}}},
+     r"\$\.experiments\.uci\.datasets\[0\]: unknown data set 'bostn'"),
+    ({"method_options": {"svgpp": {}}}, r"\$\.method_options\.svgpp: unknown method"),
+    ({"training": {"beta0": 2.0}}, r"\$\.training\.beta0: 2\.0 is greater than the maximum of 1"),
+    ({"device": "gpu"}, r"\$\.device: 'gpu' does not match"),
 ])
 def test_bad_config_names_the_key(changes, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(with_changes(**changes))
+
+
+def test_study_runs():
+    config = with_changes(datasets=["snelson", "boston"], splits=2)
+    runs = study_runs(config)
+    assert len(runs) == 9 + 2 * 5
+    assert RunKey("uci", "boston", "fbnn", 500, 1) in runs and RunKey("snelson", "snelson", "svgp", 2, 0) in runs
 
 
 def test_data_plan():

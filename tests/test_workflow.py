@@ -1,24 +1,34 @@
-"""The Snakemake workflow: lint, dry run of the full study, the data stage for real on a tiny config."""
+"""The Snakemake workflow: lint, dry runs, config errors, and the quick study end to end."""
 
+import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gpstudy.data import load_split
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def snakemake(workdir, *args, config="config.yaml"):
+def command(workdir, *args, config="config.yaml"):
+    """The snakemake command line for the repo's workflow; ``config`` relative to the repo."""
+    return [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+            "--configfile", str(REPO / config), "--cores", "2", *args]
+
+
+def snakemake(workdir, *args, config="config.yaml", timeout=900):
     """Run the repo's workflow in ``workdir``; return the finished process."""
-    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-               "--configfile", str(REPO / config), "--cores", "2", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+    return subprocess.run(command(workdir, *args, config=config), capture_output=True, text=True, timeout=timeout)
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -27,47 +37,136 @@ def job_counts(output: str) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE), f"{path} is not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
 def test_lint_is_clean():
     run = subprocess.run([SNAKEMAKE, "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Congratulations, your workflow is in a good condition!" in run.stdout + run.stderr
 
 
-def test_dry_run_of_the_full_study_plans_every_split(tmp_path):
+def test_dry_run_of_the_full_study_plans_every_job(tmp_path):
     run = snakemake(tmp_path, "-n")
     assert run.returncode == 0, run.stderr
-    # 8 data sets: 7 UCI x 20 splits + Snelson's one seeded draw
-    assert job_counts(run.stdout) == {"fetch": 8, "table": 8, "split": 141, "all": 1, "total": 158}
+    assert job_counts(run.stdout) == {
+        "fetch": 8, "table": 8,
+        "split": 7 * 20 + 1,  # 7 UCI sets x 20 splits + Snelson's one draw
+        "pretrain": 4 * 20 + 1,  # Boston, Concrete, Kin8nm, Protein and Snelson pretrain
+        "train": 7 * 20 * 5 + 3 * 3,  # UCI: 5 (method, M) per split; Snelson: 3 methods x 3 M
+        "collect": 1, "uci_tables": 1, "uci_violins": 1, "snelson_figure": 1, "learning_curves": 2, "all": 1,
+        "total": 954,
+    }
 
 
-def test_dry_run_of_the_quick_study(tmp_path):
-    run = snakemake(tmp_path, "-n", config="configs/quick.yaml")
+def test_dry_run_with_overrides(tmp_path):
+    run = snakemake(tmp_path, "-n", "--config", "datasets=[boston]", "splits=3", "iterations=50", "device=cpu")
     assert run.returncode == 0, run.stderr
-    assert job_counts(run.stdout)["split"] == 5  # boston and concrete x 2, snelson x 1
+    counts = job_counts(run.stdout)
+    assert counts["train"] == 3 * 5 and counts["split"] == 3 and "snelson_figure" not in counts
 
 
-@pytest.mark.parametrize("override, key", [
+@pytest.mark.parametrize("override, message", [
     ("datasets=[boston,bostn]", r"\$\.datasets\[1\]: unknown data set 'bostn'"),
     ("splits=-1", r"\$\.splits: -1 is less than the minimum of 1"),
     ("mirrror=/tmp", r"'mirrror' was unexpected"),
 ])
-def test_config_error_stops_before_any_job(tmp_path, override, key):
+def test_config_error_stops_before_any_job(tmp_path, override, message):
     run = snakemake(tmp_path, "--config", override)
     assert run.returncode != 0
-    assert re.search(key, run.stderr), run.stderr
-    assert not (tmp_path / "data").exists() and not (tmp_path / "logs").exists()
+    assert re.search(message, run.stderr), run.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
 
 
-def test_data_stage_runs_for_real(tmp_path, shared_data):
-    run = snakemake(tmp_path, "--config", f"mirror={shared_data}", "datasets=[snelson,boston]", "splits=2")
-    assert run.returncode == 0, run.stderr
-    for name, n_train, n_test in (("boston", 455, 51), ("snelson", 100, 100)):
-        split = load_split(tmp_path / f"data/splits/{name}/random/split0.npz")
-        assert split.x_train.shape[0] == n_train and split.x_test.shape[0] == n_test
-        assert abs(split.y_train.mean()) < 1e-10
-        assert (tmp_path / f"logs/table/{name}_random.log").exists()
-        assert (tmp_path / f"results/benchmarks/table/{name}_random.tsv").exists()
-    assert not np.array_equal(load_split(tmp_path / "data/splits/boston/random/split1.npz").y_test,
-                              load_split(tmp_path / "data/splits/boston/random/split0.npz").y_test)
-    rerun = snakemake(tmp_path, "--config", f"mirror={shared_data}", "datasets=[snelson,boston]", "splits=2")
-    assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr
+@pytest.mark.parametrize("line, edited, message", [
+    ("      svgp: [100, 500]", "      svgp: [-100, 500]",
+     r"\$\.experiments\.uci\.methods\.svgp\[0\]: -100 is less than the minimum of 1"),
+    ("      svgp: [100, 500]", "      svpg: [100, 500]", r"\$\.experiments\.uci\.methods\.svpg: unknown method 'svpg'"),
+])
+def test_config_file_error_stops_before_any_job(tmp_path, line, edited, message):
+    config = tmp_path / "config.yaml"
+    config.write_text((REPO / "config.yaml").read_text().replace(line, edited, 1))
+    run = snakemake(tmp_path, "-n", config=config)
+    assert run.returncode != 0
+    assert re.search(message, run.stdout + run.stderr), run.stdout + run.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.fixture(scope="module")
+def quick_study(tmp_path_factory, shared_data):
+    """The README's quick study, run once from scratch in a temporary folder."""
+    workdir = tmp_path_factory.mktemp("quick")
+    tic = time.perf_counter()
+    run = snakemake(workdir, "--config", f"mirror={shared_data}", config="configs/quick.yaml", timeout=1800)
+    assert run.returncode == 0, run.stderr[-5000:]
+    print(f"quick study: {time.perf_counter() - tic:.0f} s")
+    return workdir
+
+
+def test_quick_study_has_every_run(quick_study):
+    runs = pd.read_csv(quick_study / "results/runs.csv")
+    expected = {("snelson", "snelson", method, M, 0) for method in ("svgp", "gpnet", "fbnn") for M in (2, 5, 20)}
+    expected |= {("uci", dataset, method, M, split) for dataset in ("boston", "concrete") for split in (0, 1)
+                 for method, M in (("svgp", 100), ("gpnet", 100), ("svgp", 500), ("gpnet", 500), ("fbnn", 500))}
+    assert set(runs[["experiment", "dataset", "method", "M", "split"]].itertuples(index=False, name=None)) == expected
+    assert (runs["status"] == "ok").all()
+    assert np.isfinite(runs[["rmse", "test_ll", "seconds"]].to_numpy()).all()
+    assert (runs["device"] == "cpu").all() and (runs.loc[runs.dataset == "boston", "iterations"] == 200).all()
+
+
+def test_quick_study_tables_carry_the_papers_values(quick_study):
+    for metric, boston_svgp_100 in (("rmse", "(2.897 ± 0.132)"), ("test_ll", "(-2.465 ± 0.054)")):
+        table = pd.read_csv(quick_study / f"results/tables/uci_{metric}.csv")
+        assert set(table["dataset"]) == {"boston", "concrete"} and (table["n"] == 2).all()
+        assert table["paper_mean"].notna().all() and table["mean"].notna().all()
+        markdown = (quick_study / f"results/tables/uci_{metric}.md").read_text()
+        assert "| Boston |" in markdown and boston_svgp_100 in markdown
+        assert "\\begin{tabular}" in (quick_study / f"results/tables/uci_{metric}.tex").read_text()
+
+
+def test_quick_study_figures_are_real_images(quick_study):
+    figures = quick_study / "results/figures"
+    for name in ("uci_violins", "snelson"):
+        width, height = png_size(figures / f"{name}.png")
+        assert width > 600 and height > 400
+        assert (figures / f"{name}.pdf").read_bytes().startswith(b"%PDF")
+    for experiment in ("uci", "snelson"):
+        width, height = png_size(figures / f"learning_curves_{experiment}.png")
+        assert width > 300 and height > 200
+    snelson = pd.read_csv(quick_study / "results/snelson/snelson/gpnet/M5/split0/predictions.csv")
+    assert len(snelson) == 301 and snelson["x"].min() == -3 and snelson["x"].max() == 10
+
+
+def test_rerun_after_a_finished_study_does_nothing(quick_study, shared_data):
+    run = snakemake(quick_study, "--config", f"mirror={shared_data}", config="configs/quick.yaml")
+    assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
+
+
+def test_killed_training_job_resumes_from_its_checkpoint(tmp_path, shared_data):
+    target = "results/snelson/snelson/gpnet/M5/split0/metrics.json"
+    args = [target, "--config", f"mirror={shared_data}", "iterations=4000"]
+    job = subprocess.Popen(command(tmp_path, *args, config="configs/quick.yaml"), start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = tmp_path / "results/snelson/snelson/gpnet/M5/split0/checkpoint.pt"
+    deadline = time.time() + 300
+    while not checkpoint.exists() and time.time() < deadline and job.poll() is None:
+        time.sleep(0.1)
+    assert job.poll() is None, "the job ended before its first checkpoint"
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    assert checkpoint.exists() and not (tmp_path / target).exists()
+    assert snakemake(tmp_path, "--unlock", config="configs/quick.yaml").returncode == 0  # the crash left a lock
+    rerun = snakemake(tmp_path, *args, config="configs/quick.yaml")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    log = (tmp_path / "logs/train/snelson/snelson/gpnet/M5/split0.log").read_text()
+    assert "resumed from" in log
+    assert json.loads((tmp_path / target).read_text())["status"] == "ok" and not checkpoint.exists()
+
+
+def test_data_stage_splits(quick_study):
+    split = load_split(quick_study / "data/splits/boston/random/split0.npz")
+    assert split.x_train.shape == (455, 13) and abs(split.y_train.mean()) < 1e-10
+    assert load_split(quick_study / "data/splits/snelson/random/split0.npz").x_plot.shape == (301, 1)

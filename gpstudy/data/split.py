@@ -35,7 +35,16 @@ class Split:
     x_std: np.ndarray  # [D] training std of x (ones when not standardized)
     y_mean: float  # training mean of y (0 when not standardized)
     y_std: float  # training std of y (1 when not standardized)
-    info: dict = field(default_factory=dict)  # dataset, split, protocol, row indices' provenance
+    info: dict = field(default_factory=dict)  # dataset, split, protocol, sizes
+    x_plot: np.ndarray | None = None  # [P, D] standardized inputs to draw predictions at, if any
+
+    def original_x(self, x: np.ndarray) -> np.ndarray:
+        """Standardized inputs ``[n, D]`` back in the data's units."""
+        return x * self.x_std + self.x_mean
+
+    def original_y(self, y: np.ndarray) -> np.ndarray:
+        """Standardized targets ``[n]`` back in the data's units."""
+        return y * self.y_std + self.y_mean
 
 
 def read_table(dataset: Dataset, protocol: str, raw: Path) -> Table:
@@ -82,15 +91,17 @@ def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: b
         x_train, x_test = (x_train - x_mean) / x_std, (x_test - x_mean) / x_std
         y_train, y_test = (y_train - y_mean) / y_std, (y_test - y_mean) / y_std
     info = {**info, "n_train": int(len(train)), "n_test": int(len(test))}
-    return Split(x_train, y_train, x_test, y_test, x_mean, x_std, y_mean, y_std, info)
+    x_plot = None if table.x_plot is None else (table.x_plot - x_mean) / x_std
+    return Split(x_train, y_train, x_test, y_test, x_mean, x_std, y_mean, y_std, info, x_plot)
 
 
 def save_split(path: str | Path, split: Split) -> None:
     """Write a split as one compressed ``.npz``, atomically."""
+    optional = {} if split.x_plot is None else {"x_plot": split.x_plot}
     with atomic_path(path, suffix=".npz") as tmp:
         np.savez_compressed(tmp, x_train=split.x_train, y_train=split.y_train, x_test=split.x_test,
                             y_test=split.y_test, x_mean=split.x_mean, x_std=split.x_std,
-                            y_mean=split.y_mean, y_std=split.y_std, info=json.dumps(split.info))
+                            y_mean=split.y_mean, y_std=split.y_std, info=json.dumps(split.info), **optional)
 
 
 def load_split(path: str | Path) -> Split:
@@ -99,7 +110,7 @@ def load_split(path: str | Path) -> Split:
         return Split(x_train=data["x_train"], y_train=data["y_train"], x_test=data["x_test"],
                      y_test=data["y_test"], x_mean=data["x_mean"], x_std=data["x_std"],
                      y_mean=float(data["y_mean"]), y_std=float(data["y_std"]),
-                     info=json.loads(str(data["info"])))
+                     info=json.loads(str(data["info"])), x_plot=data["x_plot"] if "x_plot" in data else None)
 
 
 def _nonzero(std):

@@ -9,6 +9,9 @@ import pandas as pd
 from gpstudy.io import atomic_path
 
 
+OPTIONAL = ("test_mask", "x_plot")  # Table fields a data set may leave out
+
+
 class DataError(ValueError):
     """A raw file that cannot be turned into a table; the message names the file and the row."""
 
@@ -20,6 +23,7 @@ class Table:
     x: np.ndarray  # [N, D] features
     y: np.ndarray  # [N] targets (float for regression, int labels for classification)
     test_mask: np.ndarray | None = None  # [N] bool: the data set's own test rows, if it has them
+    x_plot: np.ndarray | None = None  # [P, D] inputs to draw predictions at (Snelson's grid), if any
 
 
 def checked_table(frame: pd.DataFrame, target: str | int, source: Path, features: list | None = None,
@@ -61,12 +65,12 @@ def read_frame(reader, source: Path, **kwargs) -> pd.DataFrame:
 
 def save_table(path: str | Path, table: Table) -> None:
     """Write a table as one ``.npz``, atomically."""
-    extra = {} if table.test_mask is None else {"test_mask": table.test_mask}
+    optional = {name: getattr(table, name) for name in OPTIONAL if getattr(table, name) is not None}
     with atomic_path(path, suffix=".npz") as tmp:
-        np.savez(tmp, x=table.x, y=table.y, **extra)
+        np.savez(tmp, x=table.x, y=table.y, **optional)
 
 
 def load_table(path: str | Path) -> Table:
     """Read a table written by :func:`save_table`."""
     with np.load(path) as data:
-        return Table(x=data["x"], y=data["y"], test_mask=data["test_mask"] if "test_mask" in data else None)
+        return Table(x=data["x"], y=data["y"], **{name: data[name] for name in OPTIONAL if name in data})

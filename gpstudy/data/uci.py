@@ -4,6 +4,7 @@ Each reader takes the data set's raw folder and returns a :class:`Table` in the 
 which the ``random`` split protocol permutes (so the order must be the one GPNet's code read).
 """
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -62,12 +63,14 @@ def read_wine_red(raw: Path) -> Table:
 
 
 def read_snelson(raw: Path) -> Table:
-    """Snelson's 1-D data: 200 training inputs and outputs (the test grid has no outputs)."""
+    """Snelson's 1-D data: 200 training inputs and outputs; its test grid (no outputs) is for plots."""
     inputs = read_frame(pd.read_csv, raw / "train_inputs", header=None, sep=r"\s+", names=["x"])
     outputs = read_frame(pd.read_csv, raw / "train_outputs", header=None, sep=r"\s+", names=["y"])
+    grid = read_frame(pd.read_csv, raw / "test_inputs", header=None, sep=r"\s+", names=["x"])
     if len(inputs) != len(outputs):
         raise ValueError(f"{raw}: {len(inputs)} train_inputs but {len(outputs)} train_outputs")
-    return checked_table(pd.concat([inputs, outputs], axis=1), target="y", source=raw / "train_*")
+    table = checked_table(pd.concat([inputs, outputs], axis=1), target="y", source=raw / "train_*")
+    return replace(table, x_plot=grid.to_numpy(dtype=np.float64))
 
 
 def read_benchmark_table(raw: Path) -> Table:

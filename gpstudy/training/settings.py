@@ -9,6 +9,9 @@ import torch
 from gpstudy.methods import MethodConfig
 
 
+STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every run
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """Everything one run of one method on one split needs (STUDY.md's constants as defaults)."""
@@ -55,12 +58,14 @@ class RunSettings:
 
 def run_settings(config: dict[str, Any], dataset: str, split: int, **overrides: Any) -> RunSettings:
     """Settings of a run: the config's ``training`` defaults, then the data set's options, then the
-    method's options, then ``overrides`` (which must name ``method`` and ``M``; a None is ignored).
-    The run's seed is the config's ``seed`` plus ``split``.
+    method's options, then the config's study-wide ``iterations`` and ``device`` when set, then
+    ``overrides`` (which must name ``method`` and ``M``; a None is ignored). The run's seed is the
+    config's ``seed`` plus ``split``.
     """
     given = {"seed": config["seed"] + split, **{k: v for k, v in overrides.items() if v is not None}}
+    study_wide = {key: config[key] for key in STUDY_WIDE if config.get(key) is not None}
     values = {**config.get("training", {}), **_training_options(config, dataset),
-              **config.get("method_options", {}).get(given["method"], {}), **given}
+              **config.get("method_options", {}).get(given["method"], {}), **study_wide, **given}
     if values.get("box") is not None:
         values["box"] = tuple(tuple(bound) for bound in values["box"])
     return replace(RunSettings(method=values.pop("method"), M=values.pop("M")), **values)

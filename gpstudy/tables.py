@@ -1,0 +1,181 @@
+"""Tables 3 and 4: our mean ± standard error over splits beside the paper's, as CSV, Markdown and LaTeX.
+
+``uci_table`` builds one tidy table; ``write_table`` lays it out like the paper (a row per data set, a
+column per method and M) with one cell formatter that Markdown and LaTeX share, each with its own
+``_Notation`` of symbols and escaping.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpstudy.io import atomic_path
+from gpstudy.paper import paper_columns, paper_datasets, paper_table
+
+METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP"}  # display names, in plot order
+METRIC_NAMES = {"rmse": "Test RMSE", "test_ll": "Test log-likelihood"}  # display names of the metrics
+AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined standard errors (STUDY.md)
+PAPER_ROUNDING = 0.0005  # the paper prints 3 decimals: its standard errors are known to +-0.0005
+KEYS = ["dataset", "method", "M"]  # one cell of Tables 3 and 4
+
+
+def method_label(method: str, m: int) -> str:
+    """The display name of a (method, M) column, e.g. ``"SVGP 100"``."""
+    return f"{METHOD_NAMES.get(method, method)} {m}"
+
+
+def dataset_label(dataset: str) -> str:
+    """The paper's name of a data set (``"Wine"`` for ``wine_red``), or the key itself if the paper has none."""
+    names = paper_datasets().set_index("dataset")["name"]
+    return names.get(dataset, dataset)
+
+
+def in_order(items: Iterable, preferred: Iterable) -> list:
+    """The distinct ``items``: those in ``preferred`` in its order, then the others sorted."""
+    present = set(items)
+    first = [item for item in preferred if item in present]
+    return first + sorted(present.difference(first))
+
+
+def mean_and_se(frame: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
+    """Mean, standard error std(ddof=1) / sqrt(n) and count n of ``value`` per group, NaN values skipped.
+
+    Args:
+        frame: one row per observation.
+        value: the column to aggregate.
+        by: the grouping columns, kept in the result in order of first appearance.
+
+    Returns:
+        Columns ``by`` + mean, se, n; se is NaN where n = 1.
+    """
+    groups = frame.dropna(subset=[value]).groupby(by, sort=False)[value]
+    stats = groups.agg(mean="mean", std="std", n="count").reset_index()
+    stats["se"] = stats.pop("std") / np.sqrt(stats["n"])
+    return stats[[*by, "mean", "se", "n"]]
+
+
+def uci_table(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Our Table 3 (``metric="rmse"``) or 4 (``"test_ll"``) beside the paper's, one row per cell.
+
+    Args:
+        runs: ``results/runs.csv``, one row per run; only ``experiment == "uci"`` rows are used,
+            statistics over ``status == "ok"`` rows, the others counted as failed.
+        metric: ``"rmse"`` or ``"test_ll"``.
+
+    Returns:
+        Columns metric, dataset, method, M, n (splits aggregated), failed (runs skipped), mean, se,
+        paper_mean, paper_se and agrees (nullable boolean, NA where either side has no mean or se).
+        Every data set present times every (method, M) present, in the paper's order, extras after.
+    """
+    uci = runs[runs["experiment"] == "uci"]
+    ok = uci["status"] == "ok"
+    datasets = in_order(uci["dataset"], paper_datasets()["dataset"])
+    columns = in_order(zip(uci["method"], uci["M"]), paper_columns())
+    grid = pd.DataFrame([(dataset, *column) for dataset in datasets for column in columns], columns=KEYS)
+    failed = uci[~ok].groupby(KEYS).size().rename("failed").reset_index()
+    paper = paper_table(metric).rename(columns={"mean": "paper_mean", "se": "paper_se"})
+    table = (grid.merge(mean_and_se(uci[ok], metric, KEYS), how="left")
+             .merge(failed, how="left").merge(paper, how="left"))
+    table[["n", "failed"]] = table[["n", "failed"]].fillna(0).astype(int)
+    distance = (table["mean"] - table["paper_mean"]).abs()
+    paper_se = table["paper_se"].clip(lower=PAPER_ROUNDING)  # a printed 0.000 means at most 0.0005
+    bound = AGREEMENT_SE * np.sqrt(table["se"] ** 2 + paper_se**2)
+    table["agrees"] = (distance <= bound).astype("boolean").where(distance.notna() & bound.notna())
+    table.insert(0, "metric", metric)
+    return table[["metric", *KEYS, "n", "failed", "mean", "se", "paper_mean", "paper_se", "agrees"]]
+
+
+def write_table(table: pd.DataFrame, stem: Path) -> None:
+    """Write ``uci_table``'s output as ``stem.csv`` (tidy), ``stem.md`` and ``stem.tex`` (the paper's layout)."""
+    stem = Path(stem)
+    for suffix, text in ((".csv", table.to_csv(index=False)), (".md", _markdown(table)), (".tex", _latex(table))):
+        with atomic_path(stem.with_name(stem.name + suffix), suffix=suffix) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class _Notation:
+    """How one output format writes the symbols of a cell and escapes free text."""
+
+    pm: str
+    agree: str
+    disagree: str
+    missing: str
+    escape: Callable[[str], str]
+
+
+def _escape_markdown(text: str) -> str:
+    return text.replace("|", r"\|")
+
+
+_TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def _escape_tex(text: str) -> str:
+    return "".join(_TEX_SPECIALS.get(char, char) for char in text)
+
+
+MARKDOWN = _Notation(pm="±", agree="✓", disagree="✗", missing="—", escape=_escape_markdown)
+LATEX = _Notation(pm=r"$\pm$", agree=r"\checkmark", disagree=r"$\times$", missing="--", escape=_escape_tex)
+
+
+def _number(value: float) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.3f}"
+
+
+def _cell(row, notation: _Notation) -> str:
+    """``ours ± se (paper ± se) mark``; the paper part and the mark only where they exist."""
+    text = notation.missing if pd.isna(row.mean) else f"{_number(row.mean)} {notation.pm} {_number(row.se)}"
+    if not pd.isna(row.paper_mean):
+        text += f" ({_number(row.paper_mean)} {notation.pm} {_number(row.paper_se)})"
+    if not pd.isna(row.agrees):
+        text += " " + (notation.agree if row.agrees else notation.disagree)
+    return text
+
+
+def _layout(table: pd.DataFrame, notation: _Notation) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the paper's layout: data set, N, D, then one cell per (method, M)."""
+    columns = dict.fromkeys(zip(table["method"], table["M"]))
+    header = ["Data set", "N", "D", *(notation.escape(method_label(*column)) for column in columns)]
+    sizes = paper_datasets().set_index("dataset")
+    rows = []
+    for dataset, cells in table.groupby("dataset", sort=False):
+        n, d = sizes.loc[dataset, ["N", "D"]] if dataset in sizes.index else ("", "")
+        rows.append([notation.escape(dataset_label(dataset)), str(n), str(d),
+                     *(_cell(row, notation) for row in cells.itertuples())])
+    return header, rows
+
+
+def _caption(table: pd.DataFrame, notation: _Notation) -> str:
+    """What the cells mean, the number of splits, and the failed runs left out."""
+    counts = table.loc[table["n"] > 0, "n"]
+    splits = "no" if counts.empty else "-".join(map(str, sorted({counts.min(), counts.max()})))
+    caption = (f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over {splits} "
+               f"splits; the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
+               f"{AGREEMENT_SE:g} combined standard errors of it.")
+    failed = table[table["failed"] > 0]
+    if not failed.empty:
+        where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}: {row.failed}"
+                          for row in failed.itertuples())
+        caption += f" Failed runs left out ({failed['failed'].sum()}): {notation.escape(where)}."
+    return caption
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    header, rows = _layout(table, MARKDOWN)
+    lines = [" | ".join(cells) for cells in (header, ["---"] * len(header), *rows)]
+    return _caption(table, MARKDOWN) + "\n\n" + "\n".join(f"| {line} |" for line in lines) + "\n"
+
+
+def _latex(table: pd.DataFrame) -> str:
+    header, rows = _layout(table, LATEX)
+    lines = [r"\begin{table}", r"\centering", rf"\caption{{{_caption(table, LATEX)}}}",
+             rf"\begin{{tabular}}{{lrr{'l' * (len(header) - 3)}}}", r"\toprule",
+             " & ".join(header) + r" \\", r"\midrule",
+             *(" & ".join(cells) + r" \\" for cells in rows),
+             r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,19 @@
+"""Exact-GP hyperparameter pretraining, per data set and split, where the config turns it on."""
+
+
+rule pretrain:
+    input:
+        paths.SPLIT,
+    output:
+        paths.PRETRAINED,
+    params:
+        settings=pretrain_settings_params,
+    threads: 1
+    log:
+        "logs/pretrain/{dataset}/{protocol}/split{split}.log",
+    benchmark:
+        "results/benchmarks/pretrain/{dataset}/{protocol}/split{split}.tsv"
+    conda:
+        "../environment.yml"
+    script:
+        "../scripts/pretrain.py"

@@ -1,0 +1,11 @@
+"""Rule learning_curves: test RMSE against iteration per method, for one experiment."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from gpstudy.io import log_to
+from gpstudy.plots import learning_curves
+
+log_to(snakemake.log[0])
+learning_curves(pd.read_csv(snakemake.input[0]), Path(snakemake.output[0]), snakemake.wildcards.experiment)

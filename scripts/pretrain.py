@@ -1,0 +1,12 @@
+"""Rule pretrain: exact-GP hyperparameters of one split."""
+
+import torch
+
+from gpstudy.data import load_split
+from gpstudy.io import log_to, write_json
+from gpstudy.training import RunSettings, pretrain_split
+
+log_to(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+settings = RunSettings(**snakemake.params.settings)
+write_json(snakemake.output[0], pretrain_split(load_split(snakemake.input[0]), settings))

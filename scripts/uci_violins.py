@@ -1,0 +1,12 @@
+"""Rule uci_violins: Figure 3, RMSE and test log-likelihood over splits per method, PBP beside."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from gpstudy.io import log_to
+from gpstudy.plots import uci_violins
+
+log_to(snakemake.log[0])
+runs = pd.read_csv(snakemake.input[0])
+uci_violins(runs, Path(snakemake.output.png), Path(snakemake.output.pdf))

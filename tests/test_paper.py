@@ -1,0 +1,77 @@
+"""paper_results.yaml against the paper's Tables 3 and 4 and STUDY.md's PBP numbers, parsed from their text."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpstudy.paper import METRICS, paper_columns, paper_datasets, paper_table, pbp_table
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"  # the study's documents beside the repo
+PAPER = SHARED / "papers" / "gpnet-full-with-appendix.txt"
+STUDY = SHARED / "STUDY.md"
+TITLES = {"rmse": "Table 3: Regression: RMSE.", "test_ll": "Table 4: Regression: Test log likelihood."}
+NUMBER = r"(-?\d+\.\d+)"
+CELL = re.compile(NUMBER + re.escape(r"±plus-or-minus\pm") + NUMBER)  # how the text renders "2.897 ± 0.132"
+ROW = re.compile(r"(\w+) (\d+) (\d+) (.*)")
+HEADER_COLUMN = re.compile(r"(\w+), (\d+)")
+PBP = re.compile(r"(\w+) " + NUMBER + r"\+-" + NUMBER + " / " + NUMBER + r"\+-" + NUMBER)
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        pytest.skip(f"the study's documents are not at {path}")
+    return path.read_text(encoding="utf-8")
+
+
+def _paper_table_text(metric: str) -> tuple[str, list[str]]:
+    """The header line and the data set rows of Table 3 or 4 in the paper's text."""
+    lines = [line.strip() for line in _read(PAPER).splitlines()]
+    start = lines.index(TITLES[metric]) + 1
+    body = [line for line in lines[start:start + 10] if line]
+    header, rows = body[0], []
+    for line in body[1:]:
+        if not (ROW.fullmatch(line) and len(CELL.findall(line)) == len(paper_columns())):
+            break
+        rows.append(line)
+    return header, rows
+
+
+def _key(name: str) -> str:
+    """Our data set key for the paper's row name."""
+    return dict(zip(paper_datasets()["name"], paper_datasets()["dataset"]))[name]
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_columns_are_the_papers(metric):
+    header, _ = _paper_table_text(metric)
+    assert header.startswith("Data set N D ")
+    assert [(method.lower(), int(m)) for method, m in HEADER_COLUMN.findall(header)] == paper_columns()
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_every_cell_and_size_is_the_papers(metric):
+    _, rows = _paper_table_text(metric)
+    expected_cells, expected_sizes = [], []
+    for row in rows:
+        name, n, d, cells = ROW.fullmatch(row).groups()
+        expected_sizes.append((_key(name), name, int(n), int(d)))
+        expected_cells += [(_key(name), method, m, float(mean), float(se))
+                           for (method, m), (mean, se) in zip(paper_columns(), CELL.findall(cells))]
+    assert len(rows) == 7
+    assert list(paper_datasets().itertuples(index=False, name=None)) == expected_sizes
+    assert list(paper_table(metric).itertuples(index=False, name=None)) == expected_cells
+
+
+def test_pbp_is_studys_list():
+    text = _read(STUDY)
+    found = PBP.findall(text[text.index("PBP (Hernandez-Lobato"):])
+    assert len(found) == 7
+    for metric, (mean_at, se_at) in zip(METRICS, ((1, 2), (3, 4))):
+        expected = [(_key(match[0]), float(match[mean_at]), float(match[se_at])) for match in found]
+        assert list(pbp_table(metric).itertuples(index=False, name=None)) == expected
+
+
+def test_unknown_metric_is_refused():
+    with pytest.raises(ValueError, match="unknown metric"):
+        paper_table("mae")

@@ -1,0 +1,62 @@
+"""Each figure function writes a readable PNG of the expected size (and a PDF) from synthetic frames."""
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpstudy.plots import CURVE_PANEL, DPI, SNELSON_PANEL, VIOLIN_PANEL, learning_curves, snelson_figure, uci_violins
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _assert_png(path, width_in: float, height_in: float) -> None:
+    assert path.read_bytes().startswith(PNG_SIGNATURE)
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert abs(width - width_in * DPI) <= 2 and abs(height - height_in * DPI) <= 2
+
+
+def _assert_pdf(path) -> None:
+    assert path.read_bytes().startswith(b"%PDF")
+
+
+def _runs(datasets: list[str]) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = [("uci", dataset, method, m, split, *rng.normal([3.0, -2.5], 0.2), "ok")
+            for dataset in datasets for method, m in (("svgp", 100), ("gpnet", 500)) for split in range(4)]
+    rows.append(("uci", datasets[0], "fbnn", 500, 0, np.nan, np.nan, "failed: out of memory"))
+    rows.append(("uci", "power", "svgp", 100, 0, np.nan, np.nan, "failed: diverged"))  # a panel with no violin
+    rows.append(("snelson", "snelson", "svgp", 2, 0, 0.3, -0.5, "ok"))
+    return pd.DataFrame(rows, columns=["experiment", "dataset", "method", "M", "split", "rmse", "test_ll", "status"])
+
+
+@pytest.mark.parametrize("datasets", [["energy", "boston"], ["yacht"]])  # some of the paper's; one without PBP
+def test_uci_violins(tmp_path, datasets):
+    uci_violins(_runs(datasets), tmp_path / "fig3.png", tmp_path / "fig3.pdf")
+    panels = len(datasets) + 1  # and power
+    _assert_png(tmp_path / "fig3.png", VIOLIN_PANEL[0] * panels, VIOLIN_PANEL[1] * 2)  # rows: RMSE, test LL
+    _assert_pdf(tmp_path / "fig3.pdf")
+
+
+def test_snelson_figure_with_some_methods_and_sizes(tmp_path):
+    x = np.linspace(-1.0, 7.0, 50)
+    predictions = pd.concat([
+        pd.DataFrame({"method": method, "M": m, "x": x, "mean": np.sin(x), "var_f": 0.05, "var_y": 0.1})
+        for method in ("fbnn", "gpnet") for m in (20, 5)])
+    reference = pd.DataFrame({"x": x, "mean": np.sin(x), "var_f": 0.01, "var_y": 0.06})
+    x_train = np.linspace(0.0, 6.0, 20)
+    snelson_figure(predictions, reference, x_train, np.sin(x_train), tmp_path / "fig4.png", tmp_path / "fig4.pdf")
+    _assert_png(tmp_path / "fig4.png", SNELSON_PANEL[0] * 2, SNELSON_PANEL[1] * 2)  # 2 methods x 2 M
+    _assert_pdf(tmp_path / "fig4.pdf")
+
+
+def test_learning_curves_with_a_single_split_run(tmp_path):
+    iterations = np.array([1, 10, 100, 1000, 10000])
+    curves = pd.concat([
+        pd.DataFrame({"experiment": "uci", "dataset": dataset, "method": method, "M": 100, "split": split,
+                      "iteration": iterations, "objective": 0.0, "seconds": 1.0,
+                      "rmse": 3.0 + 1.0 / iterations + 0.1 * split, "test_ll": -2.5})
+        for dataset in ("boston", "concrete") for method, splits in (("svgp", 3), ("gpnet", 1))
+        for split in range(splits)])
+    learning_curves(curves, tmp_path / "curves.png", "uci")
+    _assert_png(tmp_path / "curves.png", CURVE_PANEL[0] * 2, CURVE_PANEL[1])  # 2 data sets in a row

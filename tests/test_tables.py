@@ -1,0 +1,88 @@
+"""uci_table's statistics and agreement marks on a synthetic runs frame, and the files write_table writes."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpstudy.tables import mean_and_se, uci_table, write_table
+
+COLUMNS = ["experiment", "dataset", "method", "M", "split", "rmse", "test_ll", "status"]
+
+
+@pytest.fixture
+def runs() -> pd.DataFrame:
+    """Data sets and columns out of the paper's order, a failed run, an extra data set and column."""
+    rows = [
+        ("uci", "wine_white", "svgp", 50, 0, 0.6, -1.0, "ok"),
+        ("uci", "wine_white", "svgp", 50, 1, 0.7, -1.1, "ok"),
+        ("uci", "concrete", "svgp", 100, 0, 5.768, -3.0, "ok"),  # a single split: no standard error
+        *(("uci", "boston", "gpnet", 100, split, 10.0 + split, -2.0, "ok") for split in range(3)),
+        *(("uci", "boston", "svgp", 100, split, 1.0 + split, -2.0, "ok") for split in range(3)),
+        ("uci", "boston", "svgp", 100, 3, np.nan, np.nan, "failed: diverged"),
+        ("snelson", "snelson", "svgp", 20, 0, 0.3, -0.5, "ok"),  # another experiment: left out
+    ]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _cell(table: pd.DataFrame, dataset: str, method: str, m: int) -> pd.Series:
+    match = table[(table["dataset"] == dataset) & (table["method"] == method) & (table["M"] == m)]
+    assert len(match) == 1
+    return match.iloc[0]
+
+
+def test_mean_and_se_over_groups_skip_nan():
+    frame = pd.DataFrame({"group": ["a", "a", "a", "a", "b"], "value": [1.0, 2.0, 3.0, np.nan, 4.0]})
+    stats = mean_and_se(frame, "value", ["group"]).set_index("group")
+    assert stats.loc["a", "mean"] == 2.0
+    assert math.isclose(stats.loc["a", "se"], 1 / math.sqrt(3))  # std(ddof=1) of 1, 2, 3 is 1
+    assert stats.loc["a", "n"] == 3
+    assert stats.loc["b", "n"] == 1 and np.isnan(stats.loc["b", "se"])
+
+
+def test_rows_and_columns_in_the_papers_order_then_extras(runs):
+    table = uci_table(runs, "rmse")
+    assert list(dict.fromkeys(table["dataset"])) == ["boston", "concrete", "wine_white"]
+    assert list(dict.fromkeys(zip(table["method"], table["M"]))) == [("svgp", 100), ("gpnet", 100), ("svgp", 50)]
+    assert len(table) == 9 and set(table["metric"]) == {"rmse"}
+
+
+def test_statistics_failures_and_agreement(runs):
+    table = uci_table(runs, "rmse")
+    agreeing = _cell(table, "boston", "svgp", 100)
+    assert (agreeing["n"], agreeing["failed"], agreeing["mean"]) == (3, 1, 2.0)
+    assert math.isclose(agreeing["se"], 1 / math.sqrt(3))
+    assert (agreeing["paper_mean"], agreeing["paper_se"]) == (2.897, 0.132)
+    assert agreeing["agrees"]  # |2 - 2.897| = 0.897 <= 2 sqrt(1/3 + 0.132^2) = 1.185
+    disagreeing = _cell(table, "boston", "gpnet", 100)
+    assert disagreeing["mean"] == 11.0 and not disagreeing["agrees"]
+    single = _cell(table, "concrete", "svgp", 100)
+    assert single["n"] == 1 and np.isnan(single["se"]) and pd.isna(single["agrees"])
+    not_run = _cell(table, "boston", "svgp", 50)
+    assert (not_run["n"], not_run["failed"]) == (0, 0) and np.isnan(not_run["mean"]) and pd.isna(not_run["agrees"])
+
+
+def test_write_table_csv_md_tex(runs, tmp_path):
+    table = uci_table(runs, "rmse")
+    write_table(table, tmp_path / "table3")
+    csv = pd.read_csv(tmp_path / "table3.csv")
+    numbers = ["M", "n", "failed", "mean", "se", "paper_mean", "paper_se"]
+    pd.testing.assert_frame_equal(csv[numbers], table[numbers], check_dtype=False)
+
+    markdown = (tmp_path / "table3.md").read_text(encoding="utf-8")
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| Data set | N | D | SVGP 100 | GPNet 100 | SVGP 50 |"
+    assert [row.split(" | ")[:3] for row in rows[2:]] == [
+        ["| Boston", "506", "12"], ["| Concrete", "1030", "8"], ["| wine_white", "", ""]]
+    assert "| 2.000 ± 0.577 (2.897 ± 0.132) ✓ | 11.000 ± 0.577 (2.786 ± 0.142) ✗ | — |" in rows[2]
+    assert "| 5.768 ± n/a (5.768 ± 0.094) |" in rows[3]
+    assert "Failed runs left out (1): Boston SVGP 100: 1." in markdown
+
+    tex = (tmp_path / "table3.tex").read_text(encoding="utf-8")
+    assert r"2.000 $\pm$ 0.577 (2.897 $\pm$ 0.132) \checkmark & 11.000 $\pm$ 0.577 (2.786 $\pm$ 0.142) $\times$" in tex
+    assert r"wine\_white &  &  & " in tex
+    assert r"\begin{tabular}{lrrlll}" in tex
+    assert [line for line in tex.splitlines() if line.endswith(r"\\")][0].startswith("Data set & N & D")
+    assert sum(line.endswith(r"\\") for line in tex.splitlines()) == 1 + 3
+    assert tex.index(r"\toprule") < tex.index(r"\midrule") < tex.index(r"\bottomrule")
