@@ -140,6 +140,14 @@ def test_quick_study_figures_are_real_images(quick_study):
     assert len(snelson) == 301 and snelson["x"].min() == -3 and snelson["x"].max() == 10
 
 
+def test_report_renders_the_figures_and_tables(quick_study, shared_data):
+    run = snakemake(quick_study, "--config", f"mirror={shared_data}", "--report", "report.html",
+                    config="configs/quick.yaml")
+    assert run.returncode == 0, run.stderr[-3000:]
+    html = (quick_study / "report.html").read_text(errors="replace")
+    assert "uci_violins.png" in html and "snelson.png" in html and "uci_rmse.md" in html
+
+
 def test_rerun_after_a_finished_study_does_nothing(quick_study, shared_data):
     run = snakemake(quick_study, "--config", f"mirror={shared_data}", config="configs/quick.yaml")
     assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
