@@ -41,12 +41,12 @@ def validate_config(config: dict[str, Any]) -> None:
     if errors:
         raise ConfigError("invalid configuration:\n" + "\n".join(
             f"  config key {e.json_path}: {e.message}" for e in errors))
-    experiments = config.get("experiments", {})
-    named = (("datasets", config["datasets"], DATASETS, "data set"),
-             *((f"experiments.{name}.datasets", e["datasets"], DATASETS, "data set") for name, e in experiments.items()),
-             *((f"experiments.{name}.methods", e["methods"], METHODS, "method") for name, e in experiments.items()),
+    named = [("datasets", config["datasets"], DATASETS, "data set"),
              ("dataset_options", config.get("dataset_options", {}), DATASETS, "data set"),
-             ("method_options", config.get("method_options", {}), METHODS, "method"))
+             ("method_options", config.get("method_options", {}), METHODS, "method")]
+    for name, experiment in config.get("experiments", {}).items():
+        named += [(f"experiments.{name}.datasets", experiment["datasets"], DATASETS, "data set"),
+                  (f"experiments.{name}.methods", experiment["methods"], METHODS, "method")]
     for key, names, registry, kind in named:
         for index, name in enumerate(names):
             if name not in registry:

@@ -92,8 +92,9 @@ class GPNet(InferenceNetworkMethod):
     (eq. 7). q_t = q_{gamma_t} is the network at the start of the iteration: its output at Z,
     computed without gradient. This is what the paper's frozen copy computes, since the copy
     equals the live network whenever a loss is evaluated; so no copy is kept, the state dict holds
-    the live network only, and a checkpoint resumes exactly. With ``online_hyperparameters`` the loss also carries minus
-    the minibatch bound sum_B E_{q_t} log p(y_b | f_b) - KL[q_t(f_B) || p(f_B)] (section 3.3),
+    the live network only, and a checkpoint resumes exactly. With ``online_hyperparameters`` the
+    loss also carries minus the minibatch bound
+    sum_B E_{q_t} log p(y_b | f_b) - KL[q_t(f_B) || p(f_B)] (section 3.3),
     whose gradient reaches only the kernel and noise (with ``objective="elbo"`` the noise also gets
     the gradient of L_t's expected log-likelihood; the prior and q_t never get any). Prediction: the
     network's mean, and its marginal variance plus sigma^2.
