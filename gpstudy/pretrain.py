@@ -1,5 +1,9 @@
 """Hyperparameter pretraining on the exact GP marginal likelihood, and saving the result."""
 
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
 import torch
 from torch import Tensor
 
@@ -61,3 +65,9 @@ def load_hyperparameters(kernel: Kernel, likelihood: GaussianLikelihood, hyperpa
             (likelihood.raw_noise_variance, hyperparameters["noise_variance"]),
         ):
             raw.copy_(inverse_positive(torch.as_tensor(value, dtype=raw.dtype, device=raw.device)))
+
+
+def read_hyperparameters(files: Iterable[str | Path]) -> dict | None:
+    """The hyperparameters in the first of ``files`` (a rule's optional input), or None if there is none."""
+    files = list(files)
+    return json.loads(Path(files[0]).read_text()) if files else None
