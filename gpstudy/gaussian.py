@@ -51,6 +51,23 @@ def raw_scale_tril(diagonal: float, size: int, like: Tensor) -> Tensor:
     return torch.diag_embed(inverse_positive(value))
 
 
+def tril_matmul(matrix: Tensor, tril: Tensor, blocks: int = 4) -> Tensor:
+    """``matrix @ tril`` for a lower-triangular ``[k, k]`` ``tril``, skipping its zero upper blocks.
+
+    Column block j of the product only needs rows j... of ``tril``: with 4 blocks the product and its
+    backward pass cost about 5/8 of a dense matmul (torch has no triangular matrix product).
+
+    Args:
+        matrix: ``[..., n, k]``.
+        tril: ``[k, k]``, lower triangular (its upper triangle is not read).
+        blocks: column blocks.
+    """
+    size = tril.shape[-1]
+    edges = [round(j * size / blocks) for j in range(blocks + 1)]
+    columns = [matrix[..., start:] @ tril[start:, start:stop] for start, stop in zip(edges[:-1], edges[1:])]
+    return torch.cat(columns, dim=-1)
+
+
 def standard_normal(shape: tuple[int, ...], generator: torch.Generator, like: Tensor) -> Tensor:
     """N(0, I) draws from ``generator`` (on its own device), returned with ``like``'s dtype and device."""
     draws = torch.randn(shape, generator=generator, device=generator.device, dtype=like.dtype)

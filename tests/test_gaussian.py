@@ -21,6 +21,7 @@ from gpstudy.gaussian import (
     scale_tril,
     tempered_prior,
     tempered_target,
+    tril_matmul,
 )
 
 DTYPE = settings.DEFAULT_DTYPE
@@ -50,6 +51,22 @@ def test_scale_tril_is_lower_with_positive_diagonal(generator):
     assert (factor.diagonal() > 0).all()
     torch.testing.assert_close(factor.tril(-1), raw.tril(-1))
     torch.testing.assert_close(scale_tril(raw_scale_tril(1.3, 4, like=raw)), 1.3 * torch.eye(4, dtype=DTYPE))
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 4])
+def test_tril_matmul_matches_dense_product_and_gradients(generator, blocks):
+    matrix = torch.randn(2, 7, 10, generator=generator, dtype=DTYPE, requires_grad=True)
+    raw = torch.randn(10, 10, generator=generator, dtype=DTYPE, requires_grad=True)
+    weights = torch.randn(2, 7, 10, generator=generator, dtype=DTYPE)
+    (tril_matmul(matrix, raw.tril(), blocks) * weights).sum().backward()
+    gradients = matrix.grad.clone(), raw.grad.clone()
+    matrix.grad, raw.grad = None, None
+    product = matrix @ raw.tril()
+    (product * weights).sum().backward()
+    torch.testing.assert_close(tril_matmul(matrix, raw.tril(), blocks), product)
+    torch.testing.assert_close(gradients[0], matrix.grad)
+    torch.testing.assert_close(gradients[1], raw.grad)
+    assert torch.equal(gradients[1].triu(1), torch.zeros(10, 10, dtype=DTYPE))  # upper triangle unread
 
 
 def test_cholesky_matches_torch(generator):

@@ -9,7 +9,6 @@ from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_prior
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo
-from gpstudy.nets import InferenceNetwork
 
 
 def beta_schedule(step: int, beta0: float, xi: float) -> float:
@@ -23,8 +22,8 @@ def beta_schedule(step: int, beta0: float, xi: float) -> float:
 def conjugate_loss(
     likelihood: GaussianLikelihood,
     y_batch: Tensor,
-    network: InferenceNetwork,
-    inputs: Tensor,
+    mean: Tensor,
+    cov: Tensor,
     prior_cov: Tensor,
     previous_mean: Tensor,
     previous_cov: Tensor,
@@ -33,33 +32,27 @@ def conjugate_loss(
 ) -> Tensor:
     """KL[q_gamma(f_M) || q^_{t+1}(f_M)] (eq. 11) with the closed-form target of eq. 10.
 
-    The network is differentiated at the M measurement points only (the KL's support), which
-    costs O(M H^2) rather than O((n + M) H^2) in the backward pass.
-
     Args:
         likelihood: the Gaussian likelihood (its noise enters the target, without gradient).
         y_batch: ``[n]``.
-        network: q_gamma, trained.
-        inputs: Z = [X_B; X_M] ``[n + M, D]``.
-        prior_cov: K over Z, detached.
+        mean, cov: q_gamma at the M measurement points X_M only (the KL's support), trained.
+        prior_cov: K over Z = [X_B; X_M], detached.
         previous_mean, previous_cov: q_t over Z, detached.
         beta: beta_t.
         n_train: N.
     """
-    n = y_batch.shape[-1]
     noise = likelihood.noise_variance.detach()
     target_mean, target_cov = tempered_target(
         prior_cov, previous_mean, previous_cov, y_batch, noise, beta, n_train
     )  # q^_{t+1}(f_M), eq. 10
-    mean, cov = network.mean_and_covariance(inputs[..., n:, :])  # q_gamma(f_M)
     return kl_divergence(mean, cholesky(cov), target_mean, cholesky(target_cov))
 
 
 def elbo_loss(
     likelihood: GaussianLikelihood,
     y_batch: Tensor,
-    network: InferenceNetwork,
-    inputs: Tensor,
+    mean: Tensor,
+    cov: Tensor,
     prior_cov: Tensor,
     previous_mean: Tensor,
     previous_cov: Tensor,
@@ -70,17 +63,17 @@ def elbo_loss(
 
     L_t = beta (N/n) sum_B E_q log p(y_b | f_b) - beta KL[q || p] - (1 - beta) KL[q || q_t]
         = beta (N/n) sum_B E_q log p(y_b | f_b) - KL[q || p^beta q_t^(1-beta)] + const,
-    the tempered prior p^beta q_t^(1-beta) being the one of eq. 8-9. Arguments as ``conjugate_loss``.
+    the tempered prior p^beta q_t^(1-beta) being the one of eq. 8-9. Arguments as ``conjugate_loss``,
+    except that ``mean`` and ``cov`` are q_gamma over all of Z.
     """
-    mean, cov = network.mean_and_covariance(inputs)  # q_gamma(f_Z)
     tempered_mean, tempered_cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
     data_scale = beta * n_train / y_batch.shape[-1]
     return -function_space_elbo(likelihood, y_batch, mean, cov, tempered_mean, tempered_cov, data_scale)
 
 
-OBJECTIVES = {
-    "conjugate": conjugate_loss,  # Gaussian likelihood: match the closed-form target (eq. 11)
-    "elbo": elbo_loss,  # any likelihood: maximize L_t (section 3.2)
+OBJECTIVES = {  # objective: (loss, whether q_gamma is trained at X_B too or at X_M only)
+    "conjugate": (conjugate_loss, False),  # Gaussian likelihood: match the closed-form target (eq. 11)
+    "elbo": (elbo_loss, True),  # any likelihood: maximize L_t (section 3.2)
 }
 
 
@@ -117,16 +110,23 @@ class GPNet(InferenceNetworkMethod):
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generator: torch.Generator) -> Tensor:
         inputs = self.measurement_set(x_batch, generator)  # Z = [X_B; X_M]
+        n = y_batch.shape[-1]
         beta = beta_schedule(step, self.config.beta0, self.config.xi)
+        objective, trains_batch = OBJECTIVES[self.config.objective]
+        # q_gamma where the loss differentiates it; its values there are also q_t's (same parameters)
+        trained_from = 0 if trains_batch else n
+        mean, factor = self.network(inputs[..., trained_from:, :])
         with torch.no_grad():  # q_t(f_Z): the network before this step; no gradient into the target
-            previous_mean, previous_cov = self.network.mean_and_covariance(inputs)
+            head_mean, head_factor = self.network(inputs[..., :trained_from, :])
+            previous_mean = torch.cat([head_mean, mean.detach()], dim=-1)
+            previous_factor = torch.cat([head_factor, factor.detach()], dim=-2)
+            previous_cov = add_jitter(previous_factor @ previous_factor.mT)
         prior_cov = add_jitter(self.kernel(inputs))  # K_ZZ
-        objective = OBJECTIVES[self.config.objective]
         loss = objective(
             self.likelihood,
             y_batch,
-            self.network,
-            inputs,
+            mean,
+            add_jitter(factor @ factor.mT),
             prior_cov.detach(),
             previous_mean,
             previous_cov,
@@ -134,7 +134,6 @@ class GPNet(InferenceNetworkMethod):
             self.config.n_train,
         )
         if self.config.online_hyperparameters:  # minibatch bound with q_t fixed (section 3.3)
-            n = y_batch.shape[-1]
             bound = function_space_elbo(
                 self.likelihood,
                 y_batch,

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from gpstudy.gaussian import inverse_positive, positive, raw_scale_tril, scale_tril, standard_normal
+from gpstudy.gaussian import inverse_positive, positive, raw_scale_tril, scale_tril, standard_normal, tril_matmul
 from gpstudy.nets.base import InferenceNetwork
 
 WEIGHT_MEAN_INIT_STD = 1e-3  # m ~ N(0, 1e-3^2) at start (STUDY.md, the authors' code)
@@ -66,4 +66,4 @@ class RFE(InferenceNetwork):
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean Phi m ``[n]`` and covariance factor Phi L ``[n, 2H]``."""
         phi = self.features(x)
-        return phi @ self.weight_mean, phi @ self.weight_scale_tril
+        return phi @ self.weight_mean, tril_matmul(phi, self.weight_scale_tril)
