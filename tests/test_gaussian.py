@@ -13,6 +13,7 @@ from gpstudy.gaussian import (
     condition,
     cross_entropy,
     entropy,
+    gram,
     inverse_positive,
     kl_divergence,
     log_density,
@@ -67,6 +68,12 @@ def test_tril_matmul_matches_dense_product_and_gradients(generator, blocks):
     torch.testing.assert_close(gradients[0], matrix.grad)
     torch.testing.assert_close(gradients[1], raw.grad)
     assert torch.equal(gradients[1].triu(1), torch.zeros(10, 10, dtype=DTYPE))  # upper triangle unread
+
+
+def test_gram_matches_the_product_and_passes_gradcheck(generator):
+    factor = torch.randn(2, 4, 3, generator=generator, dtype=DTYPE, requires_grad=True)
+    torch.testing.assert_close(gram(factor), factor @ factor.mT)
+    assert torch.autograd.gradcheck(gram, (factor,))  # any upstream gradient, symmetric or not
 
 
 def test_cholesky_matches_torch(generator):

@@ -2,7 +2,7 @@
 
 from torch import Tensor, nn
 
-from gpstudy.gaussian import add_jitter
+from gpstudy.gaussian import add_jitter, gram
 from gpstudy.settings import JITTER
 
 
@@ -20,7 +20,7 @@ class InferenceNetwork(nn.Module):
     def mean_and_covariance(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean ``[n]`` and full covariance ``[n, n]`` (jitter included) at ``x`` ``[n, D]``."""
         mean, factor = self(x)
-        return mean, add_jitter(factor @ factor.mT)
+        return mean, add_jitter(gram(factor))
 
     def marginals(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean ``[n]`` and marginal variances ``[n]`` at ``x``, without forming an n x n matrix."""
