@@ -5,7 +5,7 @@ import math
 import torch
 from torch import Tensor
 
-from gpstudy.gaussian import add_jitter, cholesky, gram, kl_divergence, tempered_prior, tempered_target
+from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_prior, tempered_target
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo
@@ -120,13 +120,13 @@ class GPNet(InferenceNetworkMethod):
             head_mean, head_factor = self.network(inputs[..., :trained_from, :])
             previous_mean = torch.cat([head_mean, mean.detach()], dim=-1)
             previous_factor = torch.cat([head_factor, factor.detach()], dim=-2)
-            previous_cov = add_jitter(gram(previous_factor))
+            previous_cov = self.network.covariance(previous_factor)
         prior_cov = add_jitter(self.kernel(inputs))  # K_ZZ
         loss = objective(
             self.likelihood,
             y_batch,
             mean,
-            add_jitter(gram(factor)),
+            self.network.covariance(factor),
             prior_cov.detach(),
             previous_mean,
             previous_cov,

@@ -17,10 +17,15 @@ class InferenceNetwork(nn.Module):
         """The mean ``[n]`` and covariance factor ``[n, r]`` at inputs ``x`` ``[n, D]``."""
         raise NotImplementedError
 
+    @staticmethod
+    def covariance(factor: Tensor) -> Tensor:
+        """F F^T + JITTER I ``[n, n]`` from a covariance factor F ``[n, r]`` returned by ``forward``."""
+        return add_jitter(gram(factor))
+
     def mean_and_covariance(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean ``[n]`` and full covariance ``[n, n]`` (jitter included) at ``x`` ``[n, D]``."""
         mean, factor = self(x)
-        return mean, add_jitter(gram(factor))
+        return mean, self.covariance(factor)
 
     def marginals(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean ``[n]`` and marginal variances ``[n]`` at ``x``, without forming an n x n matrix."""
