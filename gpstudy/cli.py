@@ -4,15 +4,16 @@ import argparse
 import logging
 from pathlib import Path
 
+import torch
 import yaml
 
 from gpstudy import paths
 from gpstudy.config import data_plan, validate_config
-from gpstudy.data import DATASETS, fetch_dataset, load_split, prepare_split, prepare_table
+from gpstudy.data import DATASETS, fetch_dataset, prepare_split, prepare_table
 from gpstudy.methods import METHODS
-from gpstudy.training import run_settings, train_run
+from gpstudy.training import run_job, run_settings
 
-RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{split}"  # default --out of `gpstudy train`
+RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{splits}"  # default --out of `gpstudy train` ({splits}: 0-1-2)
 
 
 def ensure_split(config: dict, dataset: str, split: int) -> Path:
@@ -51,16 +52,19 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--splits", type=int, nargs="*", help="split indices (default: all of the config's)")
     prepare.add_argument("--config", type=Path, default=Path("config.yaml"), help="study config file")
     prepare.add_argument("--mirror", help="local directory or file:// URL tried before the network")
-    train = commands.add_parser("train", help="train one method on one split; write metrics.json")
+    train = commands.add_parser("train", help="train one method on splits (one batch); write metrics.json")
     train.add_argument("--dataset", required=True, choices=sorted(DATASETS))
-    train.add_argument("--split", type=int, default=0)
+    train.add_argument("--split", type=int, nargs="+", default=[0],
+                       help="split indices, trained as one batch (default: 0)")
     train.add_argument("--method", required=True, choices=sorted(METHODS))
     train.add_argument("--M", type=int, required=True, help="inducing or measurement points")
     train.add_argument("--iterations", type=int, help="Adam steps (default: the config's)")
     train.add_argument("--device", help="auto | cpu | cuda | cuda:K (default: the config's)")
     train.add_argument("--config", type=Path, default=Path("config.yaml"), help="study config file")
     train.add_argument("--mirror", help="local directory or file:// URL tried before the network")
-    train.add_argument("--out", type=Path, help=f"run folder (default {RUN_DIR})")
+    train.add_argument("--out", type=Path, help=f"run folder (default {RUN_DIR}); with several splits, "
+                       "one folder per split in it: OUT/split{s}/metrics.json")
+    train.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "datasets":
@@ -71,12 +75,17 @@ def main(argv: list[str] | None = None) -> None:
         for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
             print(ensure_split(config, args.dataset, split))
     elif args.command == "train":
+        if args.threads:
+            torch.set_num_threads(args.threads)
         config = load_config(args.config, {"mirror": args.mirror})
-        split = load_split(ensure_split(config, args.dataset, args.split))
-        settings = run_settings(config, args.dataset, args.split, method=args.method, M=args.M,
-                                iterations=args.iterations, device=args.device)
-        labels = {"dataset": args.dataset, "method": args.method, "M": args.M, "split": args.split}
-        out = args.out or Path(RUN_DIR.format(**labels))
-        metrics = train_run(split, settings, out, labels)
-        print(f"{out / 'metrics.json'}: rmse {metrics['rmse']:.4g}, test_ll {metrics['test_ll']:.4g}, "
-              f"{metrics['status']}")
+        settings = run_settings(config, args.dataset, method=args.method, M=args.M, iterations=args.iterations,
+                                device=args.device)
+        splits = sorted(set(args.split))
+        labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
+        out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
+        out_dirs = {s: out if len(splits) == 1 else out / f"split{s}" for s in splits}
+        results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
+                          out / "checkpoint.pt", labels, jobs_per_gpu=config["jobs_per_gpu"])
+        for s, metrics in results.items():
+            print(f"{out_dirs[s] / 'metrics.json'}: rmse {metrics['rmse']:.4g}, test_ll {metrics['test_ll']:.4g}, "
+                  f"{metrics['status']}")

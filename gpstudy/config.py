@@ -65,25 +65,44 @@ def data_plan(config: dict[str, Any], name: str) -> DataPlan:
 
 
 @dataclass(frozen=True)
-class RunKey:
-    """What identifies one training run of a study."""
+class TrainJob:
+    """One training job of a study: a method at one M on a batch of a data set's splits."""
 
     experiment: str
     dataset: str
     method: str
     M: int
-    split: int
+    splits: tuple[int, ...]  # consecutive split indices, trained as one batch
+
+    @property
+    def label(self) -> str:
+        """The batch's ``{splits}`` wildcard, e.g. ``0-19``."""
+        return f"{self.splits[0]}-{self.splits[-1]}"
+
+    def wildcards(self) -> dict[str, str | int]:
+        """The job's fields in ``paths.BATCH``."""
+        return {"experiment": self.experiment, "dataset": self.dataset, "method": self.method, "M": self.M,
+                "splits": self.label}
 
 
-def study_runs(config: dict[str, Any]) -> list[RunKey]:
-    """Every training run of a (validated) configuration: experiment x data set x method x M x split.
+def splits_of(label: str) -> tuple[int, ...]:
+    """The split indices of a batch label ``first-last`` (``TrainJob.label``)."""
+    first, last = (int(part) for part in label.split("-"))
+    return tuple(range(first, last + 1))
 
-    An experiment runs only on its data sets that are also in ``datasets``.
+
+def study_jobs(config: dict[str, Any]) -> list[TrainJob]:
+    """Every training job of a (validated) configuration: experiment x data set x method x M x batch.
+
+    A data set's splits go in batches of ``splits_per_job`` consecutive splits (all in one when it is
+    null). An experiment runs only on its data sets that are also in ``datasets``.
     """
-    runs = []
+    jobs = []
     for experiment, spec in config["experiments"].items():
         for dataset in (d for d in spec["datasets"] if d in config["datasets"]):
-            for method, sizes in spec["methods"].items():
-                runs += [RunKey(experiment, dataset, method, M, split)
-                         for M in sizes for split in data_plan(config, dataset).splits]
-    return runs
+            splits = data_plan(config, dataset).splits
+            size = config.get("splits_per_job") or len(splits)
+            batches = [splits[start:start + size] for start in range(0, len(splits), size)]
+            jobs += [TrainJob(experiment, dataset, method, M, batch)
+                     for method, sizes in spec["methods"].items() for M in sizes for batch in batches]
+    return jobs

@@ -45,27 +45,10 @@ def scale_tril(raw: Tensor) -> Tensor:
     return torch.tril(raw, diagonal=-1) + torch.diag_embed(positive(raw.diagonal(dim1=-2, dim2=-1)))
 
 
-def raw_scale_tril(diagonal: float, size: int, like: Tensor) -> Tensor:
-    """The raw matrix whose ``scale_tril`` is ``diagonal * I`` of shape ``[size, size]``."""
-    value = torch.full((size,), diagonal, dtype=like.dtype, device=like.device)
+def raw_scale_tril(diagonal: float, size: int, like: Tensor, batch_shape: tuple[int, ...] = ()) -> Tensor:
+    """The raw matrices ``[*batch_shape, size, size]`` whose ``scale_tril`` is ``diagonal * I``."""
+    value = torch.full((*batch_shape, size), diagonal, dtype=like.dtype, device=like.device)
     return torch.diag_embed(inverse_positive(value))
-
-
-def tril_matmul(matrix: Tensor, tril: Tensor, blocks: int = 4) -> Tensor:
-    """``matrix @ tril`` for a lower-triangular ``[k, k]`` ``tril``, skipping its zero upper blocks.
-
-    Column block j of the product only needs rows j... of ``tril``: with 4 blocks the product and its
-    backward pass cost about 5/8 of a dense matmul (torch has no triangular matrix product).
-
-    Args:
-        matrix: ``[..., n, k]``.
-        tril: ``[k, k]``, lower triangular (its upper triangle is not read).
-        blocks: column blocks.
-    """
-    size = tril.shape[-1]
-    edges = [round(j * size / blocks) for j in range(blocks + 1)]
-    columns = tril.split([stop - start for start, stop in zip(edges[:-1], edges[1:])], dim=-1)
-    return torch.cat([matrix[..., start:] @ column[start:] for start, column in zip(edges, columns)], dim=-1)
 
 
 class _Gram(torch.autograd.Function):
@@ -87,16 +70,11 @@ def gram(factor: Tensor) -> Tensor:
     return _Gram.apply(factor)
 
 
-def standard_normal(shape: tuple[int, ...], generator: torch.Generator, like: Tensor) -> Tensor:
-    """N(0, I) draws from ``generator`` (on its own device), returned with ``like``'s dtype and device."""
-    draws = torch.randn(shape, generator=generator, device=generator.device, dtype=like.dtype)
-    return draws.to(like.device)
-
-
 def add_diagonal(matrix: Tensor, value: Tensor | float) -> Tensor:
-    """``matrix + value * I`` for ``[..., n, n]`` matrices and a scalar ``value``."""
+    """``matrix + value * I`` for ``[..., n, n]`` matrices and a scalar or batched ``value`` ``[...]``."""
+    value = torch.as_tensor(value, dtype=matrix.dtype, device=matrix.device)
     eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
-    return matrix + value * eye
+    return matrix + value[..., None, None] * eye
 
 
 def add_jitter(matrix: Tensor) -> Tensor:
@@ -105,25 +83,41 @@ def add_jitter(matrix: Tensor) -> Tensor:
 
 
 def cholesky(matrix: Tensor) -> Tensor:
-    """Lower Cholesky factor, retrying with growing jitter (JITTER, 10 JITTER, ...) on failure.
+    """Lower Cholesky factor, retrying the failed matrices of a batch with growing jitter.
 
-    Each retry is logged as a warning; after ``settings.CHOLESKY_MAX_TRIES`` retries a
-    ``CholeskyError`` names the matrix size and the last jitter tried.
+    The jitter of each matrix grows on its own (JITTER, 10 JITTER, ..., ``settings.CHOLESKY_MAX_TRIES``
+    tries), so one split's trouble never changes another split's numbers; the check costs one device
+    sync per call, not per matrix. A matrix that no jitter saves, or that holds NaN (a split already
+    lost), gets a NaN factor: its split becomes a failed run while the others go on. When every
+    matrix of the call fails, ``CholeskyError`` names the size and the last jitter tried.
 
     Args:
-        matrix: symmetric ``[..., n, n]``; the jitter is added to every matrix of a batch.
+        matrix: symmetric ``[..., n, n]``.
     """
     factor, info = torch.linalg.cholesky_ex(matrix)
     if not info.any():
         return factor
-    size = matrix.shape[-1]
-    for attempt in range(settings.CHOLESKY_MAX_TRIES):
-        jitter = settings.JITTER * 10.0**attempt
-        logger.warning("Cholesky of a %d x %d matrix failed; retrying with jitter %.1e", size, size, jitter)
-        factor, info = torch.linalg.cholesky_ex(add_diagonal(matrix, jitter))
-        if not info.any():
-            return factor
-    raise CholeskyError(f"Cholesky of a {size} x {size} matrix failed even with jitter {jitter:.1e}")
+    size, tried = matrix.shape[-1], 0.0
+    with torch.no_grad():  # find each failed matrix's jitter, then factorize once with gradients
+        lost = ~torch.isfinite(matrix).all(-1).all(-1)  # nothing to retry
+        retry = (info > 0) & ~lost
+        jitter = torch.zeros(info.shape, dtype=matrix.dtype, device=matrix.device)
+        for attempt in range(settings.CHOLESKY_MAX_TRIES):
+            if not retry.any():
+                break
+            tried = settings.JITTER * 10.0**attempt
+            logger.warning("Cholesky of %d of %d matrices (%d x %d) failed; retrying them with jitter %.1e",
+                           int(retry.sum()), retry.numel(), size, size, tried)
+            jitter = torch.where(retry, tried, jitter)
+            retry = (torch.linalg.cholesky_ex(add_diagonal(matrix.detach(), jitter))[1] > 0) & ~lost
+        failed = retry | lost
+    if failed.all():
+        reason = f"even with jitter {tried:.1e}" if tried else "(non-finite entries)"
+        raise CholeskyError(f"Cholesky of a {size} x {size} matrix failed {reason}")
+    eye = torch.eye(size, dtype=matrix.dtype, device=matrix.device)
+    stand_in = torch.where(failed[..., None, None], eye, add_diagonal(matrix, jitter))  # finite gradients
+    factor = torch.linalg.cholesky_ex(stand_in)[0]
+    return torch.where(failed[..., None, None], torch.nan, factor)
 
 
 def _half_log_det(chol: Tensor) -> Tensor:
@@ -161,6 +155,12 @@ def cross_entropy(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor
     size = mean_q.shape[-1]
     quadratic = _trace_and_mahalanobis(mean_q, chol_q, mean_p, chol_p)
     return 0.5 * (size * math.log(2 * math.pi) + quadratic) + _half_log_det(chol_p)
+
+
+def kl_to_standard_normal(mean: Tensor, chol: Tensor) -> Tensor:
+    """KL[N(mean, L L^T) || N(0, I)] = 0.5 (|L|_F^2 + |mean|^2 - n) - sum log diag L, shape ``[...]``."""
+    size = mean.shape[-1]
+    return 0.5 * (chol.square().sum((-2, -1)) + mean.square().sum(-1) - size) - _half_log_det(chol)
 
 
 def kl_divergence(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:

@@ -12,30 +12,39 @@ from gpstudy.settings import DEFAULT_DTYPE
 class GaussianLikelihood(nn.Module):
     """p(y | f) = N(y | f, sigma^2), the noise variance kept positive through softplus.
 
+    Values ``y``, ``f`` are ``[*batch_shape, n]``: one noise variance per split of a batch.
+
     Args:
         noise_variance: initial sigma^2 (STUDY.md: 0.1).
         dtype: dtype of the parameter.
+        batch_shape: leading dimensions of sigma^2.
     """
 
-    def __init__(self, noise_variance: float = 0.1, dtype: torch.dtype = DEFAULT_DTYPE):
+    def __init__(self, noise_variance: float = 0.1, dtype: torch.dtype = DEFAULT_DTYPE,
+                 batch_shape: tuple[int, ...] = ()):
         super().__init__()
-        self.raw_noise_variance = nn.Parameter(inverse_positive(torch.tensor(noise_variance, dtype=dtype)))
+        noise_variance = torch.as_tensor(noise_variance, dtype=dtype).expand(batch_shape).clone()
+        self.raw_noise_variance = nn.Parameter(inverse_positive(noise_variance))
 
     @property
     def noise_variance(self) -> Tensor:
-        """sigma^2, a scalar tensor."""
+        """sigma^2, shape ``[*batch_shape]``."""
         return positive(self.raw_noise_variance)
+
+    def _noise(self) -> Tensor:
+        """sigma^2 shaped to broadcast against ``[*batch_shape, n]`` values."""
+        return self.noise_variance.unsqueeze(-1)
 
     def log_prob(self, y: Tensor, f: Tensor) -> Tensor:
         """log N(y | f, sigma^2) elementwise, shape of ``y``."""
-        noise = self.noise_variance
+        noise = self._noise()
         return -0.5 * (math.log(2 * math.pi) + noise.log() + (y - f).square() / noise)
 
     def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
         """E_{N(f | mean, var)} log N(y | f, sigma^2) in closed form, elementwise, shape of ``y``."""
-        noise = self.noise_variance
+        noise = self._noise()
         return -0.5 * (math.log(2 * math.pi) + noise.log() + ((y - mean).square() + var) / noise)
 
     def predictive(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
         """Moments of y from those of f: (mean, var + sigma^2)."""
-        return mean, var + self.noise_variance
+        return mean, var + self._noise()

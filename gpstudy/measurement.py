@@ -5,19 +5,20 @@ import math
 import torch
 from torch import Tensor, nn
 
-from gpstudy.gaussian import standard_normal
+from gpstudy import generators as draws
 
 
 class MeasurementSampler(nn.Module):
-    """c(x): draws the measurement points X_M afresh at every iteration."""
+    """c(x): draws the measurement points X_M afresh at every iteration (per split in a batch)."""
 
     @classmethod
     def build(cls, x_train: Tensor, lengthscale: Tensor, box: tuple | None) -> "MeasurementSampler":
-        """The sampler from the training inputs ``[N, D]``, prior lengthscales ``[D]`` and config box."""
+        """The sampler from the training inputs ``[*batch, N, D]``, prior lengthscales ``[*batch, D]`` and
+        the box's corners ``(low, high)``, each ``[*batch, D]`` in standardized units."""
         raise NotImplementedError
 
-    def forward(self, num_points: int, generator: torch.Generator) -> Tensor:
-        """X_M ``[num_points, D]`` (fewer for samplers that say so), drawn from ``generator``."""
+    def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
+        """X_M ``[*batch, num_points, D]`` (fewer for samplers that say so), drawn from ``generators``."""
         raise NotImplementedError
 
 
@@ -28,7 +29,7 @@ class TrainingInputs(MeasurementSampler):
     the authors' shuffled measurement batches do.
 
     Args:
-        x_train: ``[N, D]``, kept as a non-persistent buffer (not in the state dict).
+        x_train: ``[*batch, N, D]``, kept as a non-persistent buffer (not in the state dict).
     """
 
     def __init__(self, x_train: Tensor):
@@ -39,9 +40,9 @@ class TrainingInputs(MeasurementSampler):
     def build(cls, x_train: Tensor, lengthscale: Tensor, box: tuple | None) -> "TrainingInputs":
         return cls(x_train)
 
-    def forward(self, num_points: int, generator: torch.Generator) -> Tensor:
-        order = torch.randperm(self.x_train.shape[0], generator=generator, device=generator.device)
-        return self.x_train[order[:num_points].to(self.x_train.device)]
+    def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
+        order = draws.randperm(self.x_train.shape[-2], generators, self.x_train.device)
+        return torch.take_along_dim(self.x_train, order[..., :num_points, None], dim=-2)
 
 
 class NoisyTrainingInputs(TrainingInputs):
@@ -51,8 +52,8 @@ class NoisyTrainingInputs(TrainingInputs):
     adapted when hyperparameters are learned online.
 
     Args:
-        x_train: ``[N, D]``.
-        lengthscale: the prior kernel's lengthscales ``[D]``.
+        x_train: ``[*batch, N, D]``.
+        lengthscale: the prior kernel's lengthscales ``[*batch, D]``.
     """
 
     def __init__(self, x_train: Tensor, lengthscale: Tensor):
@@ -63,17 +64,18 @@ class NoisyTrainingInputs(TrainingInputs):
     def build(cls, x_train: Tensor, lengthscale: Tensor, box: tuple | None) -> "NoisyTrainingInputs":
         return cls(x_train, lengthscale)
 
-    def forward(self, num_points: int, generator: torch.Generator) -> Tensor:
-        points = super().forward(num_points, generator)
-        return points + self.noise_std * standard_normal(tuple(points.shape), generator, like=points)
+    def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
+        points = super().forward(num_points, generators)
+        noise = draws.randn(tuple(points.shape[-2:]), generators, like=points)
+        return points + self.noise_std.unsqueeze(-2) * noise
 
 
 class UniformBox(MeasurementSampler):
     """c(x) uniform on the box [low, high] (Snelson: the plotted range).
 
     Args:
-        low: lower corner ``[D]``.
-        high: upper corner ``[D]``.
+        low: lower corner ``[*batch, D]``.
+        high: upper corner ``[*batch, D]``.
     """
 
     def __init__(self, low: Tensor, high: Tensor):
@@ -88,10 +90,9 @@ class UniformBox(MeasurementSampler):
         low, high = (torch.as_tensor(corner, dtype=x_train.dtype, device=x_train.device) for corner in box)
         return cls(low, high)
 
-    def forward(self, num_points: int, generator: torch.Generator) -> Tensor:
-        shape = (num_points, self.low.shape[-1])
-        unit = torch.rand(shape, generator=generator, device=generator.device, dtype=self.low.dtype)
-        return self.low + (self.high - self.low) * unit.to(self.low.device)
+    def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
+        unit = draws.rand((num_points, self.low.shape[-1]), generators, like=self.low)
+        return self.low.unsqueeze(-2) + (self.high - self.low).unsqueeze(-2) * unit
 
 
 SAMPLERS: dict[str, type[MeasurementSampler]] = {
@@ -108,9 +109,9 @@ def build_measurement_sampler(
 
     Args:
         name: a key of ``SAMPLERS``.
-        x_train: training inputs ``[N, D]``.
-        lengthscale: the (pretrained) prior lengthscales ``[D]``.
-        box: ``(low, high)`` corners, for "box" only.
+        x_train: training inputs ``[*batch, N, D]``.
+        lengthscale: the (pretrained) prior lengthscales ``[*batch, D]``.
+        box: ``(low, high)`` corners ``[*batch, D]`` (nested sequences), for "box" only.
     """
     if name not in SAMPLERS:
         raise ValueError(f"unknown measurement sampler {name!r}; known: {sorted(SAMPLERS)}")

@@ -6,15 +6,17 @@ import torch
 from torch import Tensor
 
 
-def rmse(mean: Tensor, y: Tensor, y_std: float) -> float:
-    """sqrt(mean((y - mu)^2)) * std_y, for standardized ``mean`` and ``y`` ``[n]``."""
-    return (y - mean).square().mean().sqrt().item() * y_std
+def rmse(mean: Tensor, y: Tensor, y_std: Tensor | float) -> Tensor:
+    """sqrt(mean((y - mu)^2)) * std_y ``[*batch]``, for standardized ``mean`` and ``y`` ``[*batch, n]``
+    and each split's ``y_std`` ``[*batch]``."""
+    return (y - mean).square().mean(-1).sqrt() * y_std
 
 
-def average_log_likelihood(mean: Tensor, var: Tensor, y: Tensor, y_std: float) -> float:
-    """mean_i log N(y_i | mu_i, var_i) - log std_y: the average predictive log density in original units."""
+def average_log_likelihood(mean: Tensor, var: Tensor, y: Tensor, y_std: Tensor | float) -> Tensor:
+    """mean_i log N(y_i | mu_i, var_i) - log std_y ``[*batch]``: the average predictive log density in
+    original units, for ``[*batch, n]`` values and each split's ``y_std`` ``[*batch]``."""
     log_density = -0.5 * (math.log(2 * math.pi) + var.log() + (y - mean).square() / var)
-    return log_density.mean().item() - math.log(y_std)
+    return log_density.mean(-1) - torch.log(torch.as_tensor(y_std, dtype=mean.dtype, device=mean.device))
 
 
 def error_rate(logits: Tensor, labels: Tensor) -> float:

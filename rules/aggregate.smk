@@ -7,10 +7,12 @@ localrules:
 
 rule collect:
     input:
-        run_files(),
+        batch_dirs(),
     output:
         runs=paths.RUNS,
         curves=paths.CURVES,
+    params:
+        metrics=run_files(),
     log:
         "logs/aggregate/collect.log",
     benchmark:
@@ -61,6 +63,8 @@ rule snelson_figure:
     output:
         png=report("results/figures/snelson.png", caption="../report/snelson.rst", category="Figures"),
         pdf="results/figures/snelson.pdf",
+    params:
+        runs=run_files("snelson"),
     log:
         "logs/aggregate/snelson_figure.log",
     benchmark:

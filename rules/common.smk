@@ -3,20 +3,21 @@
 from dataclasses import asdict
 
 from gpstudy import paths
-from gpstudy.config import data_plan, study_runs, validate_config
+from gpstudy.config import data_plan, splits_of, study_jobs, validate_config
 from gpstudy.training import run_settings
 
 validate_config(config)
 
 PROTOCOLS = ["random", "index_files", "given"]
-RUNS = study_runs(config)
-EXPERIMENTS = sorted({run.experiment for run in RUNS})
+JOBS = study_jobs(config)
+EXPERIMENTS = sorted({job.experiment for job in JOBS})
 
 
 wildcard_constraints:
     dataset="[a-z0-9_]+",
     protocol="|".join(PROTOCOLS),
     split=r"\d+",
+    splits=r"\d+-\d+",
     experiment="|".join(EXPERIMENTS) or "none",
     method="[a-z]+",
     M=r"\d+",
@@ -33,36 +34,43 @@ def pretrained_path(dataset, split):
 
 
 def settings(wildcards):
-    """The run's settings (gpstudy.training.RunSettings) for its wildcards."""
-    return run_settings(config, wildcards.dataset, int(wildcards.split), method=wildcards.method, M=int(wildcards.M))
+    """The settings (gpstudy.training.RunSettings) of a training job, for its wildcards."""
+    return run_settings(config, wildcards.dataset, method=wildcards.method, M=int(wildcards.M))
 
 
-def run_split(wildcards):
-    return split_path(wildcards.dataset, wildcards.split)
+def job_splits(wildcards):
+    """The split indices a training job trains as one batch."""
+    return list(splits_of(wildcards.splits))
 
 
-def run_hyperparameters(wildcards):
-    """The pretrained hyperparameters a run starts from, if its settings pretrain."""
-    return [pretrained_path(wildcards.dataset, wildcards.split)] if settings(wildcards).pretrain else []
+def job_split_files(wildcards):
+    return [split_path(wildcards.dataset, split) for split in job_splits(wildcards)]
 
 
-def run_settings_params(wildcards):
+def job_hyperparameters(wildcards):
+    """The pretrained hyperparameters the job's splits start from, if its settings pretrain."""
+    if not settings(wildcards).pretrain:
+        return []
+    return [pretrained_path(wildcards.dataset, split) for split in job_splits(wildcards)]
+
+
+def job_settings_params(wildcards):
     return asdict(settings(wildcards))
 
 
-def run_labels(wildcards):
+def job_labels(wildcards):
     return {"experiment": wildcards.experiment, "dataset": wildcards.dataset, "method": wildcards.method,
-            "M": int(wildcards.M), "split": int(wildcards.split)}
+            "M": int(wildcards.M)}
 
 
-def run_gpus(wildcards):
-    """1 for a run that trains on CUDA, else 0 (the local profile caps the sum at the GPUs it has)."""
+def job_gpus(wildcards):
+    """1 for a job that trains on CUDA, else 0 (the local profile caps the sum at the GPU slots it has)."""
     return int(settings(wildcards).torch_device().type == "cuda")
 
 
 def pretrain_settings_params(wildcards):
     """Settings of exact-GP pretraining for a data set's split (the exact GP is what is pretrained)."""
-    return asdict(run_settings(config, wildcards.dataset, int(wildcards.split), method="exact", M=1))
+    return asdict(run_settings(config, wildcards.dataset, method="exact", M=1))
 
 
 def split_sizes(wildcards):
@@ -71,15 +79,22 @@ def split_sizes(wildcards):
     return {"train_size": plan.train_size, "test_size": plan.test_size}
 
 
+def batch_dirs(experiment=None):
+    """The folders of every training job (of one experiment): the jobs' outputs."""
+    return [paths.BATCH.format(**job.wildcards()) for job in JOBS
+            if experiment in (None, job.experiment)]
+
+
 def run_files(experiment=None):
-    """The metrics files of every run (of one experiment)."""
-    return [paths.RUN.format(**asdict(run)) for run in RUNS if experiment in (None, run.experiment)]
+    """The metrics files of every run (of one experiment), inside their jobs' folders."""
+    return [paths.RUN.format(**job.wildcards(), split=split) for job in JOBS
+            if experiment in (None, job.experiment) for split in job.splits]
 
 
 def snelson_inputs():
-    """What Figure 4 draws: the Snelson runs, its split, and the reference's hyperparameters."""
-    reference = run_settings(config, "snelson", 0, method="gpnet", M=1)
-    return {"runs": run_files("snelson"), "split": split_path("snelson", 0),
+    """What Figure 4 draws: the Snelson jobs, its split, and the reference's hyperparameters."""
+    reference = run_settings(config, "snelson", method="gpnet", M=1)
+    return {"runs": batch_dirs("snelson"), "split": split_path("snelson", 0),
             "hyperparameters": [pretrained_path("snelson", 0)] if reference.pretrain else []}
 
 

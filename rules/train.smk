@@ -1,26 +1,27 @@
-"""Training: one job per experiment x data set x method x M x split (GPU when configured)."""
+"""Training: one job per experiment x data set x method x M x batch of splits (GPU when configured)."""
 
 
 rule train:
     input:
-        split=run_split,
-        hyperparameters=run_hyperparameters,
+        splits=job_split_files,
+        hyperparameters=job_hyperparameters,
     output:
-        paths.RUN,
+        directory(paths.BATCH),
     params:
-        settings=run_settings_params,
-        labels=run_labels,
+        splits=job_splits,
+        settings=job_settings_params,
+        labels=job_labels,
+        checkpoint=paths.CHECKPOINT,
+        jobs_per_gpu=config["jobs_per_gpu"],
     threads: 1
     resources:
-        gpu=run_gpus,
+        gpu=job_gpus,
         runtime=config["train_resources"]["runtime"],
         mem_mb=config["train_resources"]["mem_mb"],
-    group:
-        "train"
     log:
-        "logs/train/{experiment}/{dataset}/{method}/M{M}/split{split}.log",
+        "logs/train/{experiment}/{dataset}/{method}/M{M}/splits{splits}.log",
     benchmark:
-        "results/benchmarks/train/{experiment}/{dataset}/{method}/M{M}/split{split}.tsv"
+        "results/benchmarks/train/{experiment}/{dataset}/{method}/M{M}/splits{splits}.tsv"
     conda:
         "../environment.yml"
     script:

@@ -4,5 +4,5 @@ from gpstudy.io import log_to, write_csv
 from gpstudy.results import collect_curves, collect_runs
 
 log_to(snakemake.log[0])
-write_csv(snakemake.output.runs, collect_runs(snakemake.input))
-write_csv(snakemake.output.curves, collect_curves(snakemake.input))
+write_csv(snakemake.output.runs, collect_runs(snakemake.params.metrics))
+write_csv(snakemake.output.curves, collect_curves(snakemake.params.metrics))

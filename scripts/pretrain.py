@@ -4,9 +4,10 @@ import torch
 
 from gpstudy.data import load_split
 from gpstudy.io import log_to, write_json
-from gpstudy.training import RunSettings, pretrain_split
+from gpstudy.training import RunSettings, pretrain_splits
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
+split = int(snakemake.wildcards.split)
 settings = RunSettings(**snakemake.params.settings)
-write_json(snakemake.output[0], pretrain_split(load_split(snakemake.input[0]), settings))
+write_json(snakemake.output[0], pretrain_splits({split: load_split(snakemake.input[0])}, settings)[split])

@@ -13,6 +13,6 @@ log_to(snakemake.log[0])
 split = load_split(snakemake.input.split)
 reference = exact_reference(split, read_hyperparameters(snakemake.input.hyperparameters),
                             RunSettings(method="exact", M=1, device="cpu"))
-snelson_figure(collect_predictions(snakemake.input.runs), reference,
+snelson_figure(collect_predictions(snakemake.params.runs), reference,
                split.original_x(split.x_train)[:, 0], split.original_y(split.y_train),
                Path(snakemake.output.png), Path(snakemake.output.pdf))

@@ -1,16 +1,16 @@
-"""Rule train: one method on one split; metrics.json, learning curve (and a checkpoint while running)."""
+"""Rule train: one method on a batch of splits; each split's metrics.json and learning curve."""
 
 from pathlib import Path
 
 import torch
 
-from gpstudy.data import load_split
 from gpstudy.io import log_to
-from gpstudy.pretrain import read_hyperparameters
-from gpstudy.training import RunSettings, train_run
+from gpstudy.training import RunSettings, run_job
 
 log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
-train_run(load_split(snakemake.input.split), RunSettings(**snakemake.params.settings),
-          Path(snakemake.output[0]).parent, snakemake.params.labels,
-          hyperparameters=read_hyperparameters(snakemake.input.hyperparameters))
+splits = snakemake.params.splits
+out = Path(snakemake.output[0])
+run_job(dict(zip(splits, snakemake.input.splits)), RunSettings(**snakemake.params.settings),
+        {s: out / f"split{s}" for s in splits}, Path(snakemake.params.checkpoint), snakemake.params.labels,
+        dict(zip(splits, snakemake.input.hyperparameters)), snakemake.params.jobs_per_gpu)

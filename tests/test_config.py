@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.config import ConfigError, RunKey, data_plan, study_runs, validate_config
+from gpstudy.config import ConfigError, TrainJob, data_plan, splits_of, study_jobs, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -38,17 +38,29 @@ def test_shipped_configs_are_valid(path):
     ({"method_options": {"svgpp": {}}}, r"\$\.method_options\.svgpp: unknown method"),
     ({"training": {"beta0": 2.0}}, r"\$\.training\.beta0: 2\.0 is greater than the maximum of 1"),
     ({"device": "gpu"}, r"\$\.device: 'gpu' does not match"),
+    ({"splits_per_job": 0}, r"\$\.splits_per_job: 0 is less than the minimum of 1"),
+    ({"jobs_per_gpu": 0}, r"\$\.jobs_per_gpu: 0 is less than the minimum of 1"),
 ])
 def test_bad_config_names_the_key(changes, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(with_changes(**changes))
 
 
-def test_study_runs():
-    config = with_changes(datasets=["snelson", "boston"], splits=2)
-    runs = study_runs(config)
-    assert len(runs) == 9 + 2 * 5
-    assert RunKey("uci", "boston", "fbnn", 500, 1) in runs and RunKey("snelson", "snelson", "svgp", 2, 0) in runs
+def test_study_jobs_batch_all_splits_by_default():
+    config = with_changes(datasets=["snelson", "boston"], splits=3)
+    jobs = study_jobs(config)
+    assert len(jobs) == 9 + 5
+    assert TrainJob("uci", "boston", "fbnn", 500, (0, 1, 2)) in jobs
+    assert TrainJob("snelson", "snelson", "svgp", 2, (0,)) in jobs
+    assert jobs[-1].label == "0-2" and splits_of("0-2") == (0, 1, 2) and splits_of("4-4") == (4,)
+
+
+def test_splits_per_job_cuts_the_batches():
+    config = with_changes(datasets=["boston"], splits=5, splits_per_job=2)
+    boston = [job.splits for job in study_jobs(config) if (job.method, job.M) == ("svgp", 100)]
+    assert boston == [(0, 1), (2, 3), (4,)]
+    one_each = with_changes(datasets=["boston"], splits=5, splits_per_job=1)
+    assert len(study_jobs(one_each)) == 5 * 5  # today's one job per split
 
 
 def test_data_plan():

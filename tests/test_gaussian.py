@@ -22,7 +22,6 @@ from gpstudy.gaussian import (
     scale_tril,
     tempered_prior,
     tempered_target,
-    tril_matmul,
 )
 
 DTYPE = settings.DEFAULT_DTYPE
@@ -54,22 +53,6 @@ def test_scale_tril_is_lower_with_positive_diagonal(generator):
     torch.testing.assert_close(scale_tril(raw_scale_tril(1.3, 4, like=raw)), 1.3 * torch.eye(4, dtype=DTYPE))
 
 
-@pytest.mark.parametrize("blocks", [1, 3, 4])
-def test_tril_matmul_matches_dense_product_and_gradients(generator, blocks):
-    matrix = torch.randn(2, 7, 10, generator=generator, dtype=DTYPE, requires_grad=True)
-    raw = torch.randn(10, 10, generator=generator, dtype=DTYPE, requires_grad=True)
-    weights = torch.randn(2, 7, 10, generator=generator, dtype=DTYPE)
-    (tril_matmul(matrix, raw.tril(), blocks) * weights).sum().backward()
-    gradients = matrix.grad.clone(), raw.grad.clone()
-    matrix.grad, raw.grad = None, None
-    product = matrix @ raw.tril()
-    (product * weights).sum().backward()
-    torch.testing.assert_close(tril_matmul(matrix, raw.tril(), blocks), product)
-    torch.testing.assert_close(gradients[0], matrix.grad)
-    torch.testing.assert_close(gradients[1], raw.grad)
-    assert torch.equal(gradients[1].triu(1), torch.zeros(10, 10, dtype=DTYPE))  # upper triangle unread
-
-
 def test_gram_matches_the_product_and_passes_gradcheck(generator):
     factor = torch.randn(2, 4, 3, generator=generator, dtype=DTYPE, requires_grad=True)
     torch.testing.assert_close(gram(factor), factor @ factor.mT)
@@ -96,6 +79,31 @@ def test_cholesky_gives_up_with_a_clear_error(caplog):
         cholesky(indefinite)
     assert "3 x 3" in str(error.value) and f"{last_jitter:.1e}" in str(error.value)
     assert len(caplog.records) == settings.CHOLESKY_MAX_TRIES
+
+
+def test_cholesky_of_a_batch_jitters_and_fails_only_the_bad_matrices(generator, caplog):
+    good = random_spd(generator, 2, 4, 4).requires_grad_(True)
+    singular = torch.ones(4, 4, dtype=DTYPE)  # saved by the first jitter
+    indefinite = torch.diag(torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=DTYPE))  # saved by none
+    batch = torch.stack([good[0], singular, indefinite, good[1]])
+    with caplog.at_level(logging.WARNING, logger=gaussian.__name__):
+        factor = cholesky(batch)
+    for index in (0, 3):  # untouched: no jitter where none was needed
+        torch.testing.assert_close(factor[index], torch.linalg.cholesky(batch[index]), rtol=0, atol=0)
+    torch.testing.assert_close(factor[1] @ factor[1].mT, singular + settings.JITTER * torch.eye(4, dtype=DTYPE))
+    assert factor[2].isnan().all() and torch.isfinite(factor[[0, 1, 3]]).all()
+    messages = [record.getMessage() for record in caplog.records]
+    assert "2 of 4" in messages[0] and "1 of 4" in messages[-1] and len(messages) == settings.CHOLESKY_MAX_TRIES
+    factor[[0, 1, 3]].sum().backward()  # the failed matrix gives no NaN gradient to the others
+    assert torch.isfinite(good.grad).all() and good.grad.abs().sum() > 0
+
+
+def test_kl_to_standard_normal_matches_torch(generator):
+    mean = torch.randn(3, 5, generator=generator, dtype=DTYPE)
+    chol = torch.linalg.cholesky(random_spd(generator, 3, 5, 5))
+    standard = MultivariateNormal(torch.zeros(5, dtype=DTYPE), torch.eye(5, dtype=DTYPE))
+    torch.testing.assert_close(gaussian.kl_to_standard_normal(mean, chol),
+                               torch_kl(MultivariateNormal(mean, scale_tril=chol), standard))
 
 
 def test_log_density_entropy_cross_entropy_kl_match_torch(generator):

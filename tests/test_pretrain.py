@@ -28,7 +28,7 @@ def test_pretraining_raises_the_marginal_likelihood_and_finds_the_lengthscale():
     with torch.no_grad():
         initial = log_marginal_likelihood(x, y, kernel, likelihood)
     generator = torch.Generator().manual_seed(1)
-    pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=60, iterations=200, lr=0.05, generator=generator)
+    pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=60, iterations=200, lr=0.05, generators=generator)
     with torch.no_grad():
         final = log_marginal_likelihood(x, y, kernel, likelihood)
     assert final > initial + 10
@@ -42,7 +42,7 @@ def test_pretraining_is_reproducible_from_the_generator():
     for seed in (1, 1, 2):
         kernel, likelihood = RBF(1), GaussianLikelihood(0.1)
         generator = torch.Generator().manual_seed(seed)
-        pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=30, iterations=5, lr=0.05, generator=generator)
+        pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=30, iterations=5, lr=0.05, generators=generator)
         results.append(hyperparameters_to_dict(kernel, likelihood))
     assert results[0] == results[1] and results[0] != results[2]
 

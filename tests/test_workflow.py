@@ -56,9 +56,9 @@ def test_dry_run_of_the_full_study_plans_every_job(tmp_path):
         "fetch": 8, "table": 8,
         "split": 7 * 20 + 1,  # 7 UCI sets x 20 splits + Snelson's one draw
         "pretrain": 4 * 20 + 1,  # Boston, Concrete, Kin8nm, Protein and Snelson pretrain
-        "train": 7 * 20 * 5 + 3 * 3,  # UCI: 5 (method, M) per split; Snelson: 3 methods x 3 M
+        "train": 7 * 5 + 3 * 3,  # UCI: 5 (method, M) per data set, 20 splits in each job; Snelson: 3 x 3
         "collect": 1, "uci_tables": 1, "uci_violins": 1, "snelson_figure": 1, "learning_curves": 2, "all": 1,
-        "total": 954,
+        "total": 289,
     }
 
 
@@ -66,7 +66,9 @@ def test_dry_run_with_overrides(tmp_path):
     run = snakemake(tmp_path, "-n", "--config", "datasets=[boston]", "splits=3", "iterations=50", "device=cpu")
     assert run.returncode == 0, run.stderr
     counts = job_counts(run.stdout)
-    assert counts["train"] == 3 * 5 and counts["split"] == 3 and "snelson_figure" not in counts
+    assert counts["train"] == 5 and counts["split"] == 3 and "snelson_figure" not in counts
+    one_per_split = snakemake(tmp_path, "-n", "--config", "datasets=[boston]", "splits=3", "splits_per_job=1")
+    assert job_counts(one_per_split.stdout)["train"] == 3 * 5, one_per_split.stderr
 
 
 @pytest.mark.parametrize("override, message", [
@@ -136,7 +138,7 @@ def test_quick_study_figures_are_real_images(quick_study):
     for experiment in ("uci", "snelson"):
         width, height = png_size(figures / f"learning_curves_{experiment}.png")
         assert width > 300 and height > 200
-    snelson = pd.read_csv(quick_study / "results/snelson/snelson/gpnet/M5/split0/predictions.csv")
+    snelson = pd.read_csv(quick_study / "results/snelson/snelson/gpnet/M5/splits0-0/split0/predictions.csv")
     assert len(snelson) == 301 and snelson["x"].min() == -3 and snelson["x"].max() == 10
 
 
@@ -154,11 +156,11 @@ def test_rerun_after_a_finished_study_does_nothing(quick_study, shared_data):
 
 
 def test_killed_training_job_resumes_from_its_checkpoint(tmp_path, shared_data):
-    target = "results/snelson/snelson/gpnet/M5/split0/metrics.json"
+    target = "results/snelson/snelson/gpnet/M5/splits0-0"  # the job's folder (a directory output)
     args = [target, "--config", f"mirror={shared_data}", "iterations=4000"]
     job = subprocess.Popen(command(tmp_path, *args, config="configs/quick.yaml"), start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    checkpoint = tmp_path / "results/snelson/snelson/gpnet/M5/split0/checkpoint.pt"
+    checkpoint = tmp_path / "results/snelson/snelson/gpnet/M5/splits0-0.checkpoint.pt"
     deadline = time.time() + 300
     while not checkpoint.exists() and time.time() < deadline and job.poll() is None:
         time.sleep(0.1)
@@ -169,9 +171,10 @@ def test_killed_training_job_resumes_from_its_checkpoint(tmp_path, shared_data):
     assert snakemake(tmp_path, "--unlock", config="configs/quick.yaml").returncode == 0  # the crash left a lock
     rerun = snakemake(tmp_path, *args, config="configs/quick.yaml")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    log = (tmp_path / "logs/train/snelson/snelson/gpnet/M5/split0.log").read_text()
+    log = (tmp_path / "logs/train/snelson/snelson/gpnet/M5/splits0-0.log").read_text()
     assert "resumed from" in log
-    assert json.loads((tmp_path / target).read_text())["status"] == "ok" and not checkpoint.exists()
+    assert json.loads((tmp_path / target / "split0/metrics.json").read_text())["status"] == "ok"
+    assert not checkpoint.exists()
 
 
 def test_data_stage_splits(quick_study):

@@ -13,12 +13,15 @@ class Kernel(nn.Module):
     """A stationary kernel k(x, x') = K_r2(r2), r2 = sum_d (x_d - x'_d)^2 / l_d^2 (ARD).
 
     A subclass implements only ``K_r2``; the variance s2 is the base class's, for ``K_r2`` to use.
+    With a ``batch_shape`` (one kernel per split: ``(S,)``) every hyperparameter has it as leading
+    dimensions and inputs are ``[*batch_shape, n, D]``.
 
     Args:
         input_dim: D, the number of input dimensions.
         lengthscale: initial lengthscales, one value for every dimension or a sequence of D.
         variance: initial variance s2.
         dtype: dtype of the parameters.
+        batch_shape: leading dimensions of the hyperparameters.
     """
 
     def __init__(
@@ -27,26 +30,29 @@ class Kernel(nn.Module):
         lengthscale: float | Sequence[float] = 1.0,
         variance: float = 1.0,
         dtype: torch.dtype = DEFAULT_DTYPE,
+        batch_shape: tuple[int, ...] = (),
     ):
         super().__init__()
         self.input_dim = input_dim
-        lengthscale = torch.as_tensor(lengthscale, dtype=dtype).expand(input_dim).clone()
+        lengthscale = torch.as_tensor(lengthscale, dtype=dtype).expand(*batch_shape, input_dim).clone()
+        variance = torch.as_tensor(variance, dtype=dtype).expand(batch_shape).clone()
         self.raw_lengthscale = nn.Parameter(inverse_positive(lengthscale))
-        self.raw_variance = nn.Parameter(inverse_positive(torch.tensor(variance, dtype=dtype)))
+        self.raw_variance = nn.Parameter(inverse_positive(variance))
 
     @property
     def lengthscale(self) -> Tensor:
-        """ARD lengthscales l, shape ``[D]``."""
+        """ARD lengthscales l, shape ``[*batch_shape, D]``."""
         return positive(self.raw_lengthscale)
 
     @property
     def variance(self) -> Tensor:
-        """Variance s2, a scalar tensor."""
+        """Variance s2, shape ``[*batch_shape]``."""
         return positive(self.raw_variance)
 
     def scaled_squared_distance(self, x1: Tensor, x2: Tensor) -> Tensor:
         """r2_ij = ||(x1_i - x2_j) / l||^2 for ``[..., n, D]`` and ``[..., m, D]``, shape ``[..., n, m]``."""
-        a, b = x1 / self.lengthscale, x2 / self.lengthscale
+        lengthscale = self.lengthscale.unsqueeze(-2)
+        a, b = x1 / lengthscale, x2 / lengthscale
         cross = a @ b.mT
         r2 = a.square().sum(-1).unsqueeze(-1) + b.square().sum(-1).unsqueeze(-2) - 2 * cross
         return r2.clamp_min(0.0)
@@ -62,9 +68,9 @@ class Kernel(nn.Module):
         if diag:
             if x2 is not None:
                 raise ValueError("diag=True computes k(x, x); do not pass x2")
-            return self.K_r2(torch.zeros(x1.shape[:-1], dtype=x1.dtype, device=x1.device))
+            return self.K_r2(torch.zeros((*x1.shape[:-1], 1), dtype=x1.dtype, device=x1.device)).squeeze(-1)
         return self.K_r2(self.scaled_squared_distance(x1, x1 if x2 is None else x2))
 
     def K_r2(self, r2: Tensor) -> Tensor:  # noqa: N802 (GPflow's name)
-        """The kernel as a function of the scaled squared distance, elementwise."""
+        """The kernel as a function of the scaled squared distances ``[..., n, m]``, elementwise."""
         raise NotImplementedError

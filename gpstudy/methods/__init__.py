@@ -1,7 +1,8 @@
 """Inference methods behind one interface, found by name in ``METHODS``."""
 
-import torch
 from torch import Tensor
+
+from gpstudy import generators as draws
 
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
@@ -21,7 +22,7 @@ def build_method(
     kernel: Kernel,
     likelihood: GaussianLikelihood,
     config: MethodConfig,
-    generator: torch.Generator,
+    generators: draws.Generators,
 ) -> Method:
     """The method registered as ``name``, built on the training data.
 
@@ -32,11 +33,12 @@ def build_method(
         kernel: the prior kernel, already initialized.
         likelihood: the likelihood, already initialized.
         config: the method's settings.
-        generator: randomness of the initialization (k-means seed, RFE frequencies and mean).
+        generators: randomness of the initialization (k-means seed, RFE frequencies and mean): one
+            ``torch.Generator``, or one per split for a batch of splits (``gpstudy.generators``).
     """
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")
-    return METHODS[name](x_train, y_train, kernel, likelihood, config, generator)
+    return METHODS[name](x_train, y_train, kernel, likelihood, config, generators)
 
 
 __all__ = ["FBNN", "GPNet", "METHODS", "SVGP", "ExactGP", "Method", "MethodConfig", "build_method"]

@@ -6,6 +6,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from gpstudy import generators as draws
 from gpstudy.gaussian import cholesky, kl_divergence
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
@@ -23,7 +24,7 @@ class MethodConfig:
     xi: float = 1.0  # GPNet: decay of beta_t
     hidden_units: int = 1000  # RFE frequencies H, 2H features (20 for Snelson)
     measurement: str = "noisy"  # c(x): "noisy" | "train" | "box"
-    box: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # (low, high) for "box"
+    box: tuple | None = None  # (low, high) for "box", each [*batch, D] in standardized units
     online_hyperparameters: bool = False  # GPNet, FBNN: learn kernel and noise during training
     objective: str = "conjugate"  # GPNet: "conjugate" (eq. 8-11) or "elbo" (section 3.2, L_t)
 
@@ -34,13 +35,17 @@ class Method(nn.Module):
     ``parameters()`` holds exactly what one Adam should train; frozen tensors have
     ``requires_grad=False``. A subclass implements ``loss`` and ``predict_f``.
 
+    Splits in a batch: with S generators (one per split) every tensor has a leading split dimension
+    (data ``[S, N, D]``, kernel and likelihood built with ``batch_shape=(S,)``), the loss is ``[S]``
+    and split s's numbers depend on split s alone. With one generator nothing is batched.
+
     Args:
-        x_train: training inputs ``[N, D]``.
-        y_train: training targets ``[N]``.
+        x_train: training inputs ``[*batch, N, D]``.
+        y_train: training targets ``[*batch, N]``.
         kernel: the prior kernel, already initialized (pretrained or defaults).
         likelihood: the Gaussian likelihood, already initialized.
         config: the method's settings.
-        generator: randomness of the initialization only.
+        generators: randomness of the initialization only (``gpstudy.generators``).
     """
 
     name: ClassVar[str]
@@ -52,19 +57,19 @@ class Method(nn.Module):
         kernel: Kernel,
         likelihood: GaussianLikelihood,
         config: MethodConfig,
-        generator: torch.Generator,
+        generators: draws.Generators,
     ):
         super().__init__()
-        if config.n_train != x_train.shape[0]:
-            raise ValueError(f"config.n_train = {config.n_train} but x_train has {x_train.shape[0]} rows")
+        if config.n_train != x_train.shape[-2]:
+            raise ValueError(f"config.n_train = {config.n_train} but x_train has {x_train.shape[-2]} rows")
         self.kernel = kernel
         self.likelihood = likelihood
         self.config = config
 
-    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generator: torch.Generator) -> Tensor:
-        """The scalar objective of iteration ``step`` (1-based) on a batch ``[n, D]``, ``[n]``.
+    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
+        """The objective ``[*batch]`` of iteration ``step`` (1-based) on a batch ``[*batch, n, D]``, ``[*batch, n]``.
 
-        All randomness (measurement points, samples) comes from ``generator``.
+        All randomness (measurement points, samples) comes from ``generators``.
         """
         raise NotImplementedError
 
@@ -72,11 +77,11 @@ class Method(nn.Module):
         """Called after each optimizer step; nothing to do by default."""
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean ``[n]`` and variance ``[n]`` of the latent f at ``x`` ``[n, D]``."""
+        """Mean ``[*batch, n]`` and variance ``[*batch, n]`` of the latent f at ``x`` ``[*batch, n, D]``."""
         raise NotImplementedError
 
     def predict(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean ``[n]`` and variance ``[n]`` of y at ``x`` ``[n, D]``, noise included."""
+        """Mean ``[*batch, n]`` and variance ``[*batch, n]`` of y at ``x`` ``[*batch, n, D]``, noise included."""
         return self.likelihood.predictive(*self.predict_f(x))
 
 
@@ -96,11 +101,11 @@ def function_space_elbo(
 
     Args:
         likelihood: p(y | f).
-        y_batch: ``[n]``.
-        mean: q's mean over Z ``[z]``.
-        cov: q's covariance over Z ``[z, z]``.
-        prior_mean: ``[z]``.
-        prior_cov: ``[z, z]``.
+        y_batch: ``[*batch, n]``.
+        mean: q's mean over Z ``[*batch, z]``.
+        cov: q's covariance over Z ``[*batch, z, z]``.
+        prior_mean: ``[*batch, z]``.
+        prior_cov: ``[*batch, z, z]``.
         data_scale: weight of the expected log-likelihood.
     """
     n = y_batch.shape[-1]
@@ -124,20 +129,20 @@ class InferenceNetworkMethod(Method):
         kernel: Kernel,
         likelihood: GaussianLikelihood,
         config: MethodConfig,
-        generator: torch.Generator,
+        generators: draws.Generators,
     ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generator)
+        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
         kernel.requires_grad_(config.online_hyperparameters)
         likelihood.requires_grad_(config.online_hyperparameters)
         lengthscale, variance = kernel.lengthscale.detach(), kernel.variance.detach()
-        self.network = RFE(x_train.shape[-1], config.hidden_units, lengthscale, variance, generator)
+        self.network = RFE(x_train.shape[-1], config.hidden_units, lengthscale, variance, generators)
         self.measurement_sampler = build_measurement_sampler(
             config.measurement, x_train, lengthscale, config.box
         )
 
-    def measurement_set(self, x_batch: Tensor, generator: torch.Generator) -> Tensor:
-        """Z = [X_B; X_M] ``[n + M, D]`` with X_M drawn from c(x)."""
-        return torch.cat([x_batch, self.measurement_sampler(self.config.M, generator)], dim=-2)
+    def measurement_set(self, x_batch: Tensor, generators: draws.Generators) -> Tensor:
+        """Z = [X_B; X_M] ``[*batch, n + M, D]`` with X_M drawn from c(x)."""
+        return torch.cat([x_batch, self.measurement_sampler(self.config.M, generators)], dim=-2)
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The network's mean and marginal variance (chunk large ``x``: memory is ``[n, 2H]``)."""

@@ -3,6 +3,7 @@
 import torch
 from torch import Tensor
 
+from gpstudy import generators as draws
 from gpstudy.gaussian import add_diagonal, add_jitter, cholesky, condition, log_density
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
@@ -10,7 +11,7 @@ from gpstudy.methods.base import Method, MethodConfig
 
 
 def marginal_covariance(x: Tensor, kernel: Kernel, likelihood: GaussianLikelihood) -> Tensor:
-    """Cov[y] = K + sigma^2 I ``[n, n]`` at ``x`` ``[n, D]``, K with jitter."""
+    """Cov[y] = K + sigma^2 I ``[*batch, n, n]`` at ``x`` ``[*batch, n, D]``, K with jitter."""
     return add_diagonal(add_jitter(kernel(x)), likelihood.noise_variance)
 
 
@@ -18,8 +19,8 @@ def log_marginal_likelihood(x: Tensor, y: Tensor, kernel: Kernel, likelihood: Ga
     """log N(y | 0, K + sigma^2 I) (Rasmussen & Williams, eq. 2.30).
 
     Args:
-        x: ``[n, D]``.
-        y: ``[n]``.
+        x: ``[*batch, n, D]``.
+        y: ``[*batch, n]``.
     """
     return log_density(y, torch.zeros_like(y), cholesky(marginal_covariance(x, kernel, likelihood)))
 
@@ -40,13 +41,13 @@ class ExactGP(Method):
         kernel: Kernel,
         likelihood: GaussianLikelihood,
         config: MethodConfig,
-        generator: torch.Generator,
+        generators: draws.Generators,
     ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generator)
+        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
         self.register_buffer("x_train", x_train, persistent=False)
         self.register_buffer("y_train", y_train, persistent=False)
 
-    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generator: torch.Generator) -> Tensor:
+    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         return -log_marginal_likelihood(x_batch, y_batch, self.kernel, self.likelihood) / y_batch.shape[-1]
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:

@@ -3,6 +3,7 @@
 import torch
 from torch import Tensor
 
+from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter
 from gpstudy.methods.base import InferenceNetworkMethod, function_space_elbo
 
@@ -17,8 +18,8 @@ class FBNN(InferenceNetworkMethod):
 
     name = "fbnn"
 
-    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generator: torch.Generator) -> Tensor:
-        inputs = self.measurement_set(x_batch, generator)  # Z = [X_B; X_M]
+    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
+        inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]
         mean, cov = self.network.mean_and_covariance(inputs)  # q(f_Z)
         prior_cov = add_jitter(self.kernel(inputs))  # p(f_Z) = N(0, K_ZZ)
         return -function_space_elbo(self.likelihood, y_batch, mean, cov, torch.zeros_like(mean), prior_cov)

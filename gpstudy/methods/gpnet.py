@@ -5,6 +5,7 @@ import math
 import torch
 from torch import Tensor
 
+from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_prior, tempered_target
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
@@ -102,14 +103,14 @@ class GPNet(InferenceNetworkMethod):
         kernel: Kernel,
         likelihood: GaussianLikelihood,
         config: MethodConfig,
-        generator: torch.Generator,
+        generators: draws.Generators,
     ):
         if config.objective not in OBJECTIVES:
             raise ValueError(f"unknown GPNet objective {config.objective!r}; known: {sorted(OBJECTIVES)}")
-        super().__init__(x_train, y_train, kernel, likelihood, config, generator)
+        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
 
-    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generator: torch.Generator) -> Tensor:
-        inputs = self.measurement_set(x_batch, generator)  # Z = [X_B; X_M]
+    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
+        inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]
         n = y_batch.shape[-1]
         beta = beta_schedule(step, self.config.beta0, self.config.xi)
         objective, trains_batch = OBJECTIVES[self.config.objective]

@@ -2,11 +2,13 @@
 
 import logging
 
+import numpy as np
 import torch
 from sklearn.cluster import KMeans
 from torch import Tensor, nn
 
-from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, raw_scale_tril, scale_tril
+from gpstudy import generators as draws
+from gpstudy.gaussian import add_jitter, cholesky, kl_to_standard_normal, raw_scale_tril, scale_tril
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.base import Method, MethodConfig
@@ -14,18 +16,21 @@ from gpstudy.methods.base import Method, MethodConfig
 logger = logging.getLogger(__name__)
 
 
-def kmeans_centres(x: Tensor, num_centres: int, generator: torch.Generator) -> Tensor:
-    """scikit-learn k-means centres ``[min(num_centres, N), D]`` of ``x`` ``[N, D]``, seeded by ``generator``.
+def kmeans_centres(x: Tensor, num_centres: int, generators: draws.Generators) -> Tensor:
+    """scikit-learn k-means centres ``[*batch, min(num_centres, N), D]`` of ``x`` ``[*batch, N, D]``.
 
-    k-means cannot place more centres than points: with num_centres > N it returns N centres (the
-    training inputs themselves) and logs a warning.
+    Each split's k-means is seeded by its own generator. k-means cannot place more centres than
+    points: with num_centres > N it returns N centres (the training inputs themselves) and logs a
+    warning.
     """
-    num_points = x.shape[0]
+    num_points = x.shape[-2]
     if num_centres > num_points:
         logger.warning("%d inducing points requested but only %d training points", num_centres, num_points)
-    seed = int(torch.randint(2**31 - 1, (), generator=generator, device=generator.device))
-    kmeans = KMeans(n_clusters=min(num_centres, num_points), random_state=seed).fit(x.detach().cpu().numpy())
-    return torch.as_tensor(kmeans.cluster_centers_, dtype=x.dtype, device=x.device)
+    points = x.detach().cpu().numpy().reshape(-1, *x.shape[-2:])  # [batch, N, D]
+    centres = [KMeans(n_clusters=min(num_centres, num_points), random_state=seed).fit(split).cluster_centers_
+               for split, seed in zip(points, draws.seeds(generators))]
+    return torch.as_tensor(np.stack(centres), dtype=x.dtype, device=x.device).reshape(
+        *x.shape[:-2], len(centres[0]), x.shape[-1])
 
 
 class SVGP(Method):
@@ -44,18 +49,18 @@ class SVGP(Method):
         kernel: Kernel,
         likelihood: GaussianLikelihood,
         config: MethodConfig,
-        generator: torch.Generator,
+        generators: draws.Generators,
     ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generator)
-        inducing_inputs = kmeans_centres(x_train, config.M, generator)
-        num_inducing = inducing_inputs.shape[0]
-        self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [M, D]
-        self.q_mean = nn.Parameter(torch.zeros(num_inducing, dtype=x_train.dtype, device=x_train.device))
-        self.raw_q_scale = nn.Parameter(raw_scale_tril(1.0, num_inducing, like=inducing_inputs))
+        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+        inducing_inputs = kmeans_centres(x_train, config.M, generators)
+        batch_shape, num_inducing = inducing_inputs.shape[:-2], inducing_inputs.shape[-2]
+        self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [*batch, M, D]
+        self.q_mean = nn.Parameter(inducing_inputs.new_zeros((*batch_shape, num_inducing)))  # m, [*batch, M]
+        self.raw_q_scale = nn.Parameter(raw_scale_tril(1.0, num_inducing, inducing_inputs, batch_shape))
 
     @property
     def q_scale_tril(self) -> Tensor:
-        """S, the lower Cholesky factor of q(v)'s covariance ``[M, M]``."""
+        """S, the lower Cholesky factor of q(v)'s covariance ``[*batch, M, M]``."""
         return scale_tril(self.raw_q_scale)
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -65,7 +70,7 @@ class SVGP(Method):
         """
         chol_zz = cholesky(add_jitter(self.kernel(self.inducing_inputs)))
         projection = torch.linalg.solve_triangular(chol_zz, self.kernel(self.inducing_inputs, x), upper=False)
-        mean = projection.mT @ self.q_mean
+        mean = (projection.mT @ self.q_mean.unsqueeze(-1)).squeeze(-1)
         variance = (
             self.kernel(x, diag=True)
             - projection.square().sum(-2)
@@ -73,9 +78,8 @@ class SVGP(Method):
         )
         return mean, variance
 
-    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generator: torch.Generator) -> Tensor:
+    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         mean, variance = self.predict_f(x_batch)
         expected = self.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1)
-        identity = torch.eye(self.q_mean.shape[-1], dtype=self.q_mean.dtype, device=self.q_mean.device)
-        kl = kl_divergence(self.q_mean, self.q_scale_tril, torch.zeros_like(self.q_mean), identity)
+        kl = kl_to_standard_normal(self.q_mean, self.q_scale_tril)  # KL[q(v) || N(0, I)]
         return -(self.config.n_train / y_batch.shape[-1] * expected - kl)

@@ -14,7 +14,7 @@ class InferenceNetwork(nn.Module):
     """
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The mean ``[n]`` and covariance factor ``[n, r]`` at inputs ``x`` ``[n, D]``."""
+        """The mean ``[*batch, n]`` and covariance factor ``[*batch, n, r]`` at inputs ``x`` ``[*batch, n, D]``."""
         raise NotImplementedError
 
     @staticmethod

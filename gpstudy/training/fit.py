@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from gpstudy import generators as draws
 from gpstudy.io import atomic_path
 from gpstudy.methods import Method
 
@@ -17,23 +18,24 @@ log = logging.getLogger(__name__)
 class BatchSampler:
     """Minibatch indices from shuffled epochs: O(batch) per iteration, O(N) once per epoch.
 
-    A data set smaller than the batch size is used whole at every iteration.
+    Each split shuffles with its own generator; all splits of a batch have N points, so they share
+    the cursor. A data set smaller than the batch size is used whole at every iteration.
     """
 
-    def __init__(self, n: int, batch_size: int, generator: torch.Generator):
-        self.n, self.batch_size, self.generator = n, min(batch_size, n), generator
-        self.order = torch.arange(n, device=generator.device)
+    def __init__(self, n: int, batch_size: int, generators: draws.Generators, device: torch.device):
+        self.n, self.batch_size, self.generators = n, min(batch_size, n), generators
+        self.order = torch.arange(n, device=device).expand(*draws.batch_shape(generators), n)
         self.cursor = n  # start with a fresh permutation
 
     def next(self) -> Tensor:
-        """Indices ``[batch]`` of the next minibatch."""
+        """Indices ``[*batch, B]`` of the next minibatch."""
         if self.batch_size == self.n:
             return self.order
         if self.cursor + self.batch_size > self.n:
-            self.order = torch.randperm(self.n, generator=self.generator, device=self.generator.device)
+            self.order = draws.randperm(self.n, self.generators, self.order.device)
             self.cursor = 0
         self.cursor += self.batch_size
-        return self.order[self.cursor - self.batch_size:self.cursor]
+        return self.order[..., self.cursor - self.batch_size:self.cursor]
 
     def state_dict(self) -> dict:
         return {"order": self.order, "cursor": self.cursor}
@@ -50,60 +52,66 @@ def fit(
     iterations: int,
     batch_size: int,
     lr: float,
-    generator: torch.Generator,
-    evaluate: Callable[[], dict[str, float]],
+    generators: draws.Generators,
+    evaluate: Callable[[], dict[str, Tensor]],
     eval_every: int,
     checkpoint: Path | None = None,
     checkpoint_every: int = 1000,
 ) -> tuple[list[dict[str, float]], float]:
     """Train ``method`` with one Adam for ``iterations`` steps (t = 1..T); resume from ``checkpoint``.
 
+    A batch of splits trains on the sum of the splits' losses, so each split's gradient is its own
+    (and Adam is elementwise): split s follows the same path in a batch as alone.
+
     Args:
         method: trained in place.
-        x_train: ``[N, D]`` on the training device.
-        y_train: ``[N]``.
+        x_train: ``[*batch, N, D]`` on the training device.
+        y_train: ``[*batch, N]``.
         iterations: T.
         batch_size: B.
         lr: Adam learning rate.
-        generator: every random draw of training (batches, measurement points, samples).
-        evaluate: test metrics of the current state (must draw no randomness).
+        generators: every random draw of training (batches, measurement points, samples), one per split.
+        evaluate: test metrics ``[*batch]`` of the current state (must draw no randomness).
         eval_every: iterations between evaluations; the last iteration is always evaluated.
         checkpoint: file holding the latest state; loaded if present, written every
             ``checkpoint_every`` iterations. Resuming gives the same numbers as an uninterrupted run.
 
     Returns:
-        The learning curve (one dict per evaluation: iteration, objective, seconds, metrics) and the
-        training seconds (evaluation excluded, summed over resumed sessions).
+        The learning curve (one dict per evaluation: iteration, seconds, and per split the objective
+        and metrics as lists, or floats when unbatched) and the training seconds (evaluation
+        excluded, summed over resumed sessions).
     """
     trained = [p for p in method.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(trained, lr=lr, fused=True)  # one pass over each tensor per step
-    sampler = BatchSampler(x_train.shape[0], batch_size, generator)
+    sampler = BatchSampler(x_train.shape[-2], batch_size, generators, x_train.device)
     start, curve, seconds = 1, [], 0.0
     if checkpoint is not None and checkpoint.exists():
         state = torch.load(checkpoint, map_location=x_train.device, weights_only=False)
         method.load_state_dict(state["method"])
         optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
+        draws.set_state(generators, state["generators"])
         sampler.load_state_dict(state["sampler"])
         start, curve, seconds = state["step"] + 1, state["curve"], state["seconds"]
         log.info("resumed from %s at iteration %d", checkpoint, start)
     tic = time.perf_counter()
     for step in range(start, iterations + 1):
         batch = sampler.next()
-        loss = method.loss(x_train[batch], y_train[batch], step, generator)
+        x_batch = torch.take_along_dim(x_train, batch.unsqueeze(-1), dim=-2)
+        loss = method.loss(x_batch, torch.take_along_dim(y_train, batch, dim=-1), step, generators)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.sum().backward()
         optimizer.step()
         method.after_step(step)
         if step % eval_every == 0 or step == iterations:
             seconds += _elapsed(tic, x_train.device)
-            curve.append({"iteration": step, "objective": loss.item(), "seconds": seconds, **evaluate()})
+            metrics = {key: value.tolist() for key, value in evaluate().items()}
+            curve.append({"iteration": step, "objective": loss.detach().tolist(), "seconds": seconds, **metrics})
             log.info("iteration %d: %s (%.1f it/s)", step, _format(curve[-1]), step / max(seconds, 1e-9))
             tic = time.perf_counter()
         if checkpoint is not None and (step % checkpoint_every == 0 and step < iterations):
             seconds += _elapsed(tic, x_train.device)
             _save(checkpoint, {"method": method.state_dict(), "optimizer": optimizer.state_dict(),
-                               "generator": generator.get_state(), "sampler": sampler.state_dict(),
+                               "generators": draws.get_state(generators), "sampler": sampler.state_dict(),
                                "step": step, "curve": curve, "seconds": seconds})
             tic = time.perf_counter()
     return curve, seconds
@@ -122,5 +130,8 @@ def _save(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
-def _format(record: dict[str, float]) -> str:
-    return ", ".join(f"{key} {value:.4g}" for key, value in record.items() if key != "iteration")
+def _format(record: dict) -> str:
+    """``key value`` pairs of a curve record; a batch's values as ``[a, b, ...]``."""
+    def number(value: float | list[float]) -> str:
+        return "[" + ", ".join(f"{v:.4g}" for v in value) + "]" if isinstance(value, list) else f"{value:.4g}"
+    return ", ".join(f"{key} {number(value)}" for key, value in record.items() if key != "iteration")

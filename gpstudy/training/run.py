@@ -1,7 +1,10 @@
-"""One run: a method trained on one split, evaluated on its test set, written to a folder."""
+"""A batch of runs: one method trained on several splits of a data set at once, each split evaluated on
+its own test set and written to its own folder."""
 
+import json
 import logging
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,128 +12,190 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from gpstudy.data import Split
+from gpstudy.data import Split, load_split
+from gpstudy.devices import GPU_LOCK_DIR, gpu_slot
 from gpstudy.io import write_csv, write_json
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import Method, MethodConfig, build_method
 from gpstudy.metrics import average_log_likelihood, rmse
-from gpstudy.pretrain import hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters
+from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
+                              stack_hyperparameters, unstack_hyperparameters)
 from gpstudy.training.fit import fit
 from gpstudy.training.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
 PREDICT_CHUNK = 4096  # test points predicted at a time (bounds memory on large test sets)
+CURVE_VALUES = ("objective", "rmse", "test_ll")  # the per-split values of a learning-curve record
 INITIAL_HYPERPARAMETERS = {"lengthscale": 1.0, "variance": 1.0, "noise_variance": 0.1}  # STUDY.md
-CHECKPOINT = "checkpoint.pt"  # inside the run folder; removed when the run finishes
 
 
 class Problem:
-    """A split's tensors on the run's device, with a fresh kernel and likelihood."""
+    """Splits of one data set stacked along a leading split dimension on the run's device, with one
+    fresh kernel and likelihood per split and one generator per split (seeded ``settings.seed + s``).
 
-    def __init__(self, split: Split, settings: RunSettings, hyperparameters: dict):
+    Args:
+        splits: split index -> split; all must have the same training and test sizes.
+        settings: the run's settings.
+        hyperparameters: split index -> kernel and noise to start from (``hyperparameters_to_dict``).
+    """
+
+    def __init__(self, splits: dict[int, Split], settings: RunSettings, hyperparameters: dict[int, dict]):
+        _check_equal_sizes(splits)
         device, dtype = settings.torch_device(), settings.torch_dtype()
-        self.split, self.device = split, device
+        self.splits, self.device = list(splits.values()), device
         self.x_train, self.y_train, self.x_test, self.y_test = (
-            torch.as_tensor(a, dtype=dtype, device=device)
-            for a in (split.x_train, split.y_train, split.x_test, split.y_test))
-        self.kernel = RBF(self.x_train.shape[-1], dtype=dtype).to(device)
-        self.likelihood = GaussianLikelihood(dtype=dtype).to(device)
-        load_hyperparameters(self.kernel, self.likelihood, hyperparameters)
+            torch.as_tensor(np.stack([getattr(split, name) for split in self.splits]), dtype=dtype, device=device)
+            for name in ("x_train", "y_train", "x_test", "y_test"))
+        self.y_std = torch.as_tensor([split.y_std for split in self.splits], dtype=dtype, device=device)
+        batch_shape = (len(splits),)
+        self.kernel = RBF(self.x_train.shape[-1], dtype=dtype, batch_shape=batch_shape).to(device)
+        self.likelihood = GaussianLikelihood(dtype=dtype, batch_shape=batch_shape).to(device)
+        load_hyperparameters(self.kernel, self.likelihood, stack_hyperparameters([hyperparameters[s] for s in splits]))
+        self.generators = [torch.Generator(device=device).manual_seed(settings.seed + s) for s in splits]
 
 
-def pretrain_split(split: Split, settings: RunSettings) -> dict:
-    """Exact-GP hyperparameter pretraining on a random subset (STUDY.md), seeded by the run's seed."""
-    problem = Problem(split, settings, INITIAL_HYPERPARAMETERS)
-    generator = torch.Generator(device=problem.device).manual_seed(settings.seed)
+def _check_equal_sizes(splits: dict[int, Split]) -> None:
+    """Splits trained as one batch must have equal train and test sizes (they do under every protocol)."""
+    sizes = {s: (split.x_train.shape, split.x_test.shape) for s, split in splits.items()}
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"split {s}: train {train}, test {test}" for s, (train, test) in sizes.items())
+        raise ValueError(f"splits trained as one batch need equal train/test sizes; got {listed} "
+                         "(train them in separate batches: splits_per_job: 1)")
+
+
+def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int, dict]:
+    """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch."""
+    problem = Problem(splits, settings, {s: INITIAL_HYPERPARAMETERS for s in splits})
     pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                              subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,
-                             lr=settings.pretrain_lr, generator=generator)
-    return hyperparameters_to_dict(problem.kernel, problem.likelihood)
+                             lr=settings.pretrain_lr, generators=problem.generators)
+    return dict(zip(splits, unstack_hyperparameters(hyperparameters_to_dict(problem.kernel, problem.likelihood))))
 
 
 @torch.no_grad()
 def predict(method: Method, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Predictive mean, latent variance and variance of y ``[n]`` at ``x`` ``[n, D]``, in chunks."""
+    """Predictive mean, latent variance and variance of y ``[*batch, n]`` at ``x`` ``[*batch, n, D]``, in chunks."""
     parts = []
-    for chunk in x.split(PREDICT_CHUNK):
+    for chunk in x.split(PREDICT_CHUNK, dim=-2):
         mean, var_f = method.predict_f(chunk)
         parts.append((mean, var_f, method.likelihood.predictive(mean, var_f)[1]))
-    return tuple(torch.cat(part) for part in zip(*parts))
+    return tuple(torch.cat(part, dim=-1) for part in zip(*parts))
 
 
-def plot_predictions(method: Method, split: Split) -> pd.DataFrame:
-    """Predictions at the split's plot inputs, in original units: x, mean, var_f, var_y."""
-    x_plot = torch.as_tensor(split.x_plot, dtype=method.likelihood.noise_variance.dtype,
-                             device=method.likelihood.noise_variance.device)
-    mean, var_f, var_y = (t.cpu().numpy() for t in predict(method, x_plot))
-    x = split.original_x(split.x_plot)
-    columns = {"x": x[:, 0]} if x.shape[1] == 1 else {f"x{d}": x[:, d] for d in range(x.shape[1])}
-    return pd.DataFrame({**columns, "mean": split.original_y(mean),
-                         "var_f": var_f * split.y_std**2, "var_y": var_y * split.y_std**2})
+def plot_predictions(method: Method, splits: list[Split]) -> list[pd.DataFrame]:
+    """Predictions at each split's plot inputs, in original units: x, mean, var_f, var_y."""
+    like = method.likelihood.noise_variance
+    x_plot = torch.as_tensor(np.stack([split.x_plot for split in splits]), dtype=like.dtype, device=like.device)
+    frames = []
+    for split, mean, var_f, var_y in zip(splits, *(t.cpu().numpy() for t in predict(method, x_plot))):
+        x = split.original_x(split.x_plot)
+        columns = {"x": x[:, 0]} if x.shape[1] == 1 else {f"x{d}": x[:, d] for d in range(x.shape[1])}
+        frames.append(pd.DataFrame({**columns, "mean": split.original_y(mean),
+                                    "var_f": var_f * split.y_std**2, "var_y": var_y * split.y_std**2}))
+    return frames
 
 
 def exact_reference(split: Split, hyperparameters: dict | None, settings: RunSettings) -> pd.DataFrame:
     """The exact GP posterior at the split's plot inputs (Figure 4's dashes) under fixed
     hyperparameters (None: STUDY.md's initial values)."""
-    problem = Problem(split, settings, hyperparameters or INITIAL_HYPERPARAMETERS)
-    generator = torch.Generator(device=problem.device).manual_seed(settings.seed)
-    config = MethodConfig(M=0, n_train=problem.x_train.shape[0])
+    problem = Problem({0: split}, settings, {0: hyperparameters or INITIAL_HYPERPARAMETERS})
+    config = MethodConfig(M=0, n_train=problem.x_train.shape[-2])
     method = build_method("exact", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                          config, generator)
-    return plot_predictions(method, split)
+                          config, problem.generators)
+    return plot_predictions(method, problem.splits)[0]
 
 
-def train_split(split: Split, settings: RunSettings, out_dir: Path, hyperparameters: dict | None = None) -> dict:
-    """Train ``settings.method`` on ``split``; return the run's metrics.
+def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
+                 hyperparameters: dict[int, dict] | None = None) -> dict[int, dict]:
+    """Train ``settings.method`` on ``splits`` as one batch; return each split's metrics.
 
-    Kernel and noise start from ``hyperparameters`` when given (pretrained by an earlier step), else
-    from :func:`pretrain_split` when ``settings.pretrain``, else from STUDY.md's initial values.
-    ``out_dir`` receives ``learning_curve.csv``, ``predictions.csv`` when the split has plot inputs,
-    and, while training, a checkpoint from which an interrupted run resumes.
+    Split s trains exactly as it would alone: its own kernel, likelihood, parameters and generator
+    (seed ``settings.seed + s``), and a loss that is summed, never mixed, over splits. Kernel and
+    noise start from ``hyperparameters`` when given (pretrained by an earlier step), else from
+    :func:`pretrain_splits` when ``settings.pretrain``, else from STUDY.md's initial values. Each
+    ``out_dirs[s]`` receives ``learning_curve.csv`` and, when the split has plot inputs,
+    ``predictions.csv``. While training, the batch's state goes to ``checkpoint``, from which an
+    interrupted run resumes. A split whose objective or metrics become non-finite gets a failed
+    status while the others train on.
     """
     if hyperparameters is None:
-        hyperparameters = pretrain_split(split, settings) if settings.pretrain else INITIAL_HYPERPARAMETERS
-    problem = Problem(split, settings, hyperparameters)
-    generator = torch.Generator(device=problem.device).manual_seed(settings.seed)
+        hyperparameters = (pretrain_splits(splits, settings) if settings.pretrain
+                           else {s: INITIAL_HYPERPARAMETERS for s in splits})
+    problem = Problem(splits, settings, hyperparameters)
+    x_mean, x_std = (np.stack([getattr(split, name) for split in problem.splits]) for name in ("x_mean", "x_std"))
     method = build_method(settings.method, problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                          settings.method_config(problem.x_train.shape[0], split.x_mean, split.x_std),
-                          generator).to(problem.device)
+                          settings.method_config(problem.x_train.shape[-2], x_mean, x_std),
+                          problem.generators).to(problem.device)
 
-    def evaluate() -> dict[str, float]:
+    def evaluate() -> dict[str, Tensor]:
         mean, _, var_y = predict(method, problem.x_test)
-        return {"rmse": rmse(mean, problem.y_test, split.y_std),
-                "test_ll": average_log_likelihood(mean, var_y, problem.y_test, split.y_std)}
+        return {"rmse": rmse(mean, problem.y_test, problem.y_std),
+                "test_ll": average_log_likelihood(mean, var_y, problem.y_test, problem.y_std)}
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
     curve, seconds = fit(method, problem.x_train, problem.y_train, iterations=settings.iterations,
-                         batch_size=settings.batch_size, lr=settings.lr, generator=generator, evaluate=evaluate,
-                         eval_every=settings.eval_every, checkpoint=out_dir / CHECKPOINT,
+                         batch_size=settings.batch_size, lr=settings.lr, generators=problem.generators,
+                         evaluate=evaluate, eval_every=settings.eval_every, checkpoint=checkpoint,
                          checkpoint_every=settings.checkpoint_every)
-    write_csv(out_dir / "learning_curve.csv", pd.DataFrame(curve))
-    if split.x_plot is not None:
-        write_csv(out_dir / "predictions.csv", plot_predictions(method, split))
-    final = curve[-1]
-    return {"rmse": final["rmse"], "test_ll": final["test_ll"], "iterations": settings.iterations,
-            "seconds": seconds, "device": str(problem.device), "seed": settings.seed, "status": "ok",
-            "hyperparameters": hyperparameters_to_dict(problem.kernel, problem.likelihood)}
+    predictions = plot_predictions(method, problem.splits) if problem.splits[0].x_plot is not None else None
+    trained = unstack_hyperparameters(hyperparameters_to_dict(problem.kernel, problem.likelihood))
+    results = {}
+    for index, s in enumerate(splits):
+        split_curve = pd.DataFrame([{**record, **{key: record[key][index] for key in CURVE_VALUES}}
+                                    for record in curve])
+        write_csv(out_dirs[s] / "learning_curve.csv", split_curve)
+        if predictions is not None:
+            write_csv(out_dirs[s] / "predictions.csv", predictions[index])
+        final = split_curve.iloc[-1]
+        results[s] = {"rmse": float(final["rmse"]), "test_ll": float(final["test_ll"]),
+                      "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
+                      "seed": settings.seed + s, "batch_splits": list(splits), "status": _status(split_curve),
+                      "hyperparameters": trained[index]}
+    return results
 
 
-def train_run(split: Split, settings: RunSettings, out_dir: Path, labels: dict,
-              hyperparameters: dict | None = None) -> dict:
-    """:func:`train_split`, writing ``metrics.json``; a failure is recorded with its status, not raised.
+def _status(curve: pd.DataFrame) -> str:
+    """"ok", or the failure of a split whose objective or metrics became non-finite."""
+    finite = np.isfinite(curve[list(CURVE_VALUES)].to_numpy()).all(axis=1)
+    if finite.all():
+        return "ok"
+    first = int(curve["iteration"][~finite].iloc[0])
+    return f"failed: non-finite objective or metrics by iteration {first} (e.g. a Cholesky that no jitter saved)"
 
-    ``labels`` (experiment, dataset, method, M, split) are written into ``metrics.json`` with the results.
+
+def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
+               labels: dict[int, dict], hyperparameters: dict[int, dict] | None = None) -> dict[int, dict]:
+    """:func:`train_splits`, writing each split's ``metrics.json``; a failure is recorded with its status,
+    not raised, and the finished batch's checkpoint is removed.
+
+    ``labels[s]`` (experiment, dataset, method, M, split) are written into split s's ``metrics.json``.
     """
     try:
-        metrics = train_split(split, settings, out_dir, hyperparameters)
-        (out_dir / CHECKPOINT).unlink(missing_ok=True)
+        results = train_splits(splits, settings, out_dirs, checkpoint, hyperparameters)
+        checkpoint.unlink(missing_ok=True)
     except Exception as error:  # a failed run is a row with its status, not a hole in the study
-        log.error("run %s failed:\n%s", labels, traceback.format_exc())
-        metrics = {"rmse": np.nan, "test_ll": np.nan, "iterations": settings.iterations, "seconds": np.nan,
-                   "device": str(settings.torch_device()), "seed": settings.seed,
-                   "status": f"failed: {type(error).__name__}: {error}"}
-    metrics = {**labels, **metrics}
-    write_json(out_dir / "metrics.json", metrics)
-    return metrics
+        log.error("runs %s failed:\n%s", list(labels.values()), traceback.format_exc())
+        results = {s: {"rmse": np.nan, "test_ll": np.nan, "iterations": settings.iterations, "seconds": np.nan,
+                       "device": str(settings.torch_device()), "seed": settings.seed + s,
+                       "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
+                   for s in splits}
+    for s, metrics in results.items():
+        results[s] = {**labels[s], **metrics}
+        write_json(out_dirs[s] / "metrics.json", results[s])
+    return results
+
+
+def run_job(split_files: dict[int, Path], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
+            labels: dict, hyperparameter_files: dict[int, Path] | None = None, jobs_per_gpu: int = 1) -> dict[int, dict]:
+    """One training job: load the splits (and their pretrained hyperparameters, when given), take a
+    free GPU slot when the settings ask for ``cuda`` (``gpstudy.devices.gpu_slot``), then
+    :func:`run_splits`. ``labels`` (experiment, dataset, method, M) go into every split's
+    ``metrics.json`` with the split's index."""
+    splits = {s: load_split(path) for s, path in split_files.items()}
+    hyperparameters = None if not hyperparameter_files else {
+        s: json.loads(Path(path).read_text()) for s, path in hyperparameter_files.items()}
+    with gpu_slot(settings.torch_device(), GPU_LOCK_DIR, jobs_per_gpu) as device:
+        return run_splits(splits, replace(settings, device=str(device)), out_dirs, checkpoint,
+                          {s: {**labels, "split": s} for s in splits}, hyperparameters)

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gpstudy.devices import resolve_device
 from gpstudy.methods import MethodConfig
 
 
@@ -32,14 +33,15 @@ class RunSettings:
     pretrain_iterations: int = 1000  # Adam steps of pretraining (Snelson: 100)
     pretrain_subset: int = 1000  # pretraining uses min(N, this) random training points
     pretrain_lr: float = 0.01  # Adam learning rate of pretraining
-    seed: int = 0  # the run's generator seed
+    seed: int = 0  # the study's seed: split s draws from a generator seeded seed + s
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:K
     dtype: str = "float64"  # float64 | float32
     checkpoint_every: int = 1000  # iterations between checkpoints
     eval_every: int = 1000  # iterations between test evaluations (learning curve)
 
     def method_config(self, n_train: int, x_mean: np.ndarray, x_std: np.ndarray) -> MethodConfig:
-        """The method's own settings; ``box`` moves from the data's units to standardized inputs."""
+        """The method's own settings; ``box`` moves from the data's units to standardized inputs, by
+        each split's ``x_mean`` and ``x_std`` ``[*batch, D]``."""
         names = {f.name for f in fields(MethodConfig)} - {"n_train", "box"}
         box = None if self.box is None else tuple(tuple(((np.asarray(bound) - x_mean) / x_std).tolist())
                                                   for bound in self.box)
@@ -47,22 +49,20 @@ class RunSettings:
 
     def torch_device(self) -> torch.device:
         """The device this run trains on."""
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
+        return resolve_device(self.device)
 
     def torch_dtype(self) -> torch.dtype:
         """The floating-point type of data and parameters."""
         return {"float64": torch.float64, "float32": torch.float32}[self.dtype]
 
 
-def run_settings(config: dict[str, Any], dataset: str, split: int, **overrides: Any) -> RunSettings:
-    """Settings of a run: the config's ``training`` defaults, then the data set's options, then the
-    method's options, then the config's study-wide ``iterations`` and ``device`` when set, then
-    ``overrides`` (which must name ``method`` and ``M``; a None is ignored). The run's seed is the
-    config's ``seed`` plus ``split``.
+def run_settings(config: dict[str, Any], dataset: str, **overrides: Any) -> RunSettings:
+    """Settings of the runs of a data set: the config's ``training`` defaults, then the data set's
+    options, then the method's options, then the config's study-wide ``iterations`` and ``device``
+    when set, then ``overrides`` (which must name ``method`` and ``M``; a None is ignored). The seed
+    is the config's ``seed``: split s draws from ``seed + s``.
     """
-    given = {"seed": config["seed"] + split, **{k: v for k, v in overrides.items() if v is not None}}
+    given = {"seed": config["seed"], **{k: v for k, v in overrides.items() if v is not None}}
     study_wide = {key: config[key] for key in STUDY_WIDE if config.get(key) is not None}
     values = {**config.get("training", {}), **_training_options(config, dataset),
               **config.get("method_options", {}).get(given["method"], {}), **study_wide, **given}

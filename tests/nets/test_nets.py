@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from gpstudy import settings
-from gpstudy.gaussian import raw_scale_tril
 from gpstudy.kernels import RBF
 from gpstudy.nets import RFE, InferenceNetwork
+from gpstudy.nets.block_tril import BlockTril
 
 DTYPE = settings.DEFAULT_DTYPE
 
@@ -72,7 +72,7 @@ def test_rfe_prior_approaches_the_rbf_kernel_as_features_grow():
             network = build_rfe(hidden_units, lengthscale, variance, seed=seed)
             with torch.no_grad():  # q(w) = N(0, I): f = w^T phi(x) is the random-feature prior
                 network.weight_mean.zero_()
-                network.raw_weight_scale.copy_(raw_scale_tril(1.0, 2 * hidden_units, like=network.weight_mean))
+                network.weight_scale = BlockTril(2 * hidden_units, 1.0, like=network.weight_mean)  # L = I
                 _, cov = network.mean_and_covariance(x)
             seed_errors.append((cov - kernel(x)).abs().mean().item())
         errors[hidden_units] = sum(seed_errors) / len(seed_errors)

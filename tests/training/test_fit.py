@@ -1,36 +1,122 @@
-"""The training loop: batches, checkpoint and bit-identical resume, failures recorded as rows."""
+"""The training loop: batches of splits, checkpoint and bit-identical resume, failures recorded as rows."""
 
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from gpstudy.data import Split
-from gpstudy.training import BatchSampler, RunSettings, train_run, train_split
-from gpstudy.training.run import CHECKPOINT
+from gpstudy.methods import METHODS
+from gpstudy.training import BatchSampler, RunSettings, run_splits, train_splits
+from gpstudy.training.run import Problem
 
 
 def toy_split(n=60, n_test=20, d=2, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.uniform(-2, 2, size=(n + n_test, d))
     y = np.sin(2 * x[:, 0]) + 0.3 * x[:, 1] + 0.1 * rng.normal(size=n + n_test)
-    return Split(x[:n], y[:n], x[n:], y[n:], np.zeros(d), np.ones(d), 0.0, 2.0, {})
+    x_mean, x_std = x[:n].mean(0), x[:n].std(0)
+    return Split((x[:n] - x_mean) / x_std, y[:n], (x[n:] - x_mean) / x_std, y[n:], x_mean, x_std, 0.0, 2.0 + seed, {})
+
+
+def folders(root, splits):
+    return {s: root / f"split{s}" for s in splits}
 
 
 def test_batch_sampler_visits_every_point_once_per_epoch():
-    sampler = BatchSampler(10, 3, torch.Generator().manual_seed(0))
+    sampler = BatchSampler(10, 3, torch.Generator().manual_seed(0), torch.device("cpu"))
     first_epoch = torch.cat([sampler.next() for _ in range(3)])
     assert sorted(first_epoch.tolist()) == sorted(set(first_epoch.tolist())) and len(first_epoch) == 9
-    whole = BatchSampler(10, 50, torch.Generator().manual_seed(0))
+    whole = BatchSampler(10, 50, torch.Generator().manual_seed(0), torch.device("cpu"))
     assert whole.next().tolist() == list(range(10))
+
+
+def test_batch_sampler_of_splits_shuffles_each_with_its_own_generator():
+    batch = BatchSampler(10, 3, [torch.Generator().manual_seed(s) for s in (4, 7)], torch.device("cpu"))
+    alone = BatchSampler(10, 3, torch.Generator().manual_seed(7), torch.device("cpu"))
+    for _ in range(5):
+        indices = batch.next()
+        assert indices.shape == (2, 3) and torch.equal(indices[1], alone.next())
+
+
+@pytest.mark.parametrize("method", sorted(set(METHODS) - {"exact"}))
+def test_split_trained_in_a_batch_equals_the_split_trained_alone(tmp_path, method):
+    splits = {s: toy_split(seed=s) for s in range(3)}
+    settings = RunSettings(method=method, M=8, iterations=30, batch_size=16, hidden_units=16, measurement="noisy",
+                           pretrain=True, pretrain_iterations=5, eval_every=10, checkpoint_every=1000)
+    batched = train_splits(splits, settings, folders(tmp_path / "batch", splits), tmp_path / "batch.pt")
+    alone = train_splits({1: splits[1]}, settings, folders(tmp_path / "alone", [1]), tmp_path / "alone.pt")
+    assert batched[1]["batch_splits"] == [0, 1, 2] and alone[1]["batch_splits"] == [1]
+    for key in ("rmse", "test_ll"):
+        assert batched[1][key] == pytest.approx(alone[1][key], rel=1e-8, abs=1e-8)
+        assert len({batched[s][key] for s in splits}) == 3  # every split has numbers of its own
+    np.testing.assert_allclose(np.array(batched[1]["hyperparameters"]["lengthscale"]),
+                               np.array(alone[1]["hyperparameters"]["lengthscale"]), rtol=1e-8, atol=1e-8)
+    curves = [pd.read_csv(tmp_path / run / "split1/learning_curve.csv") for run in ("batch", "alone")]
+    np.testing.assert_allclose(curves[0][["objective", "rmse", "test_ll"]], curves[1][["objective", "rmse", "test_ll"]],
+                               rtol=1e-8, atol=1e-8)
+
+
+def test_batch_parameters_equal_each_split_alone():
+    """The state after training, compared tensor by tensor (GPNet: network, kernel, likelihood)."""
+    from gpstudy.methods import build_method
+    from gpstudy.training import fit
+
+    splits = {s: toy_split(seed=s) for s in range(3)}
+    settings = RunSettings(method="gpnet", M=8, iterations=25, batch_size=16, hidden_units=16,
+                           measurement="train", online_hyperparameters=True)
+    trained = {}
+    for name, chosen in (("batch", splits), ("alone", {2: splits[2]})):
+        problem = Problem(chosen, settings, {s: {"lengthscale": 1.0, "variance": 1.0, "noise_variance": 0.1}
+                                             for s in chosen})
+        x_mean, x_std = (np.stack([getattr(sp, a) for sp in problem.splits]) for a in ("x_mean", "x_std"))
+        method = build_method("gpnet", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
+                              settings.method_config(problem.x_train.shape[-2], x_mean, x_std), problem.generators)
+        fit(method, problem.x_train, problem.y_train, iterations=25, batch_size=16, lr=0.01,
+            generators=problem.generators, evaluate=dict, eval_every=100)
+        trained[name] = method.state_dict()
+    for key, value in trained["alone"].items():
+        torch.testing.assert_close(trained["batch"][key][2], value[0], rtol=1e-8, atol=1e-8, msg=key)
+
+
+def test_splits_of_unequal_sizes_are_refused_with_their_sizes(tmp_path):
+    splits = {0: toy_split(), 1: toy_split(n=50, seed=1)}
+    with pytest.raises(ValueError, match=r"equal train/test sizes.*split 1: train \(50, 2\)"):
+        train_splits(splits, RunSettings(method="svgp", M=4, iterations=2), folders(tmp_path, splits), tmp_path / "c.pt")
+
+
+def test_a_split_that_fails_becomes_a_failed_row_while_the_others_train_on(tmp_path, monkeypatch):
+    import gpstudy.methods.svgp as svgp
+
+    real_predict = svgp.SVGP.predict_f
+
+    def poisoned(self, x):  # split 1's predictions turn NaN from iteration 10 on, as after a lost Cholesky
+        mean, var = real_predict(self, x)
+        if self.steps >= 10:
+            mean = torch.where(torch.arange(mean.shape[0]).unsqueeze(-1) == 1, torch.nan, mean)
+        return mean, var
+
+    monkeypatch.setattr(svgp.SVGP, "predict_f", poisoned)
+    monkeypatch.setattr(svgp.SVGP, "after_step", lambda self, step: setattr(self, "steps", step))
+    monkeypatch.setattr(svgp.SVGP, "steps", 0, raising=False)
+    splits = {s: toy_split(seed=s) for s in range(3)}
+    settings = RunSettings(method="svgp", M=8, iterations=30, batch_size=16, eval_every=10)
+    labels = {s: {"dataset": "toy", "split": s} for s in splits}
+    results = run_splits(splits, settings, folders(tmp_path, splits), tmp_path / "c.pt", labels)
+    assert results[1]["status"].startswith("failed: non-finite") and "iteration 10" in results[1]["status"]
+    assert results[0]["status"] == results[2]["status"] == "ok"
+    assert np.isfinite([results[s]["rmse"] for s in (0, 2)]).all()
+    assert json.loads((tmp_path / "split1/metrics.json").read_text())["status"] == results[1]["status"]
 
 
 @pytest.mark.parametrize("method", ["svgp", "gpnet"])
 def test_resume_after_a_crash_is_bit_identical(tmp_path, method, monkeypatch):
     settings = RunSettings(method=method, M=8, iterations=30, batch_size=16, hidden_units=16,
                            measurement="train", eval_every=5, checkpoint_every=10)
-    uninterrupted = train_split(toy_split(), settings, tmp_path / "a")
+    splits = {0: toy_split(), 1: toy_split(seed=1)}
+    uninterrupted = train_splits(splits, settings, folders(tmp_path / "a", splits), tmp_path / "a.pt")
 
     import gpstudy.training.run as run_module
     real_rmse = run_module.rmse
@@ -44,29 +130,31 @@ def test_resume_after_a_crash_is_bit_identical(tmp_path, method, monkeypatch):
 
     monkeypatch.setattr(run_module, "rmse", crash_at_third_evaluation)
     with pytest.raises(KeyboardInterrupt):
-        train_split(toy_split(), settings, tmp_path / "b")
-    assert (tmp_path / "b" / CHECKPOINT).exists()
+        train_splits(splits, settings, folders(tmp_path / "b", splits), tmp_path / "b.pt")
+    assert (tmp_path / "b.pt").exists()
     monkeypatch.setattr(run_module, "rmse", real_rmse)
-    resumed = train_split(toy_split(), settings, tmp_path / "b")
-    for key in ("rmse", "test_ll", "hyperparameters"):
-        assert resumed[key] == uninterrupted[key]
-    curve_a = (tmp_path / "a" / "learning_curve.csv").read_text().splitlines()
-    curve_b = (tmp_path / "b" / "learning_curve.csv").read_text().splitlines()
-    strip_seconds = [[line.split(",")[i] for i in (0, 1, 3, 4)] for line in curve_a], \
-                    [[line.split(",")[i] for i in (0, 1, 3, 4)] for line in curve_b]
-    assert strip_seconds[0] == strip_seconds[1] and len(curve_a) == 7
+    resumed = train_splits(splits, settings, folders(tmp_path / "b", splits), tmp_path / "b.pt")
+    for s in splits:
+        for key in ("rmse", "test_ll", "hyperparameters"):
+            assert resumed[s][key] == uninterrupted[s][key]
+        curves = [pd.read_csv(tmp_path / run / f"split{s}/learning_curve.csv").drop(columns="seconds")
+                  for run in ("a", "b")]
+        pd.testing.assert_frame_equal(curves[0], curves[1])
+        assert len(curves[0]) == 6
 
 
 def test_failed_run_is_a_row_with_its_status(tmp_path):
     settings = RunSettings(method="gpnet", M=4, iterations=3, measurement="nowhere")
-    metrics = train_run(toy_split(), settings, tmp_path, {"dataset": "toy", "method": "gpnet"})
+    metrics = run_splits({0: toy_split()}, settings, {0: tmp_path}, tmp_path / "c.pt",
+                         {0: {"dataset": "toy", "method": "gpnet"}})
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written["status"].startswith("failed: ") and "nowhere" in written["status"]
-    assert written["dataset"] == "toy" and np.isnan(metrics["rmse"])
+    assert written["dataset"] == "toy" and np.isnan(metrics[0]["rmse"])
 
 
 def test_finished_run_leaves_metrics_and_no_checkpoint(tmp_path):
     settings = RunSettings(method="svgp", M=8, iterations=20, batch_size=16, eval_every=10, checkpoint_every=5)
-    metrics = train_run(toy_split(), settings, tmp_path, {"dataset": "toy"})
-    assert metrics["status"] == "ok" and np.isfinite(metrics["rmse"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["learning_curve.csv", "metrics.json"]
+    metrics = run_splits({0: toy_split()}, settings, {0: tmp_path / "run"}, tmp_path / "c.pt", {0: {"dataset": "toy"}})
+    assert metrics[0]["status"] == "ok" and np.isfinite(metrics[0]["rmse"])
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["learning_curve.csv", "metrics.json"]
+    assert not (tmp_path / "c.pt").exists()

@@ -1,0 +1,100 @@
+"""A lower-triangular Cholesky factor stored by column blocks, and its product from the left.
+
+The RFE network's weight factor L is ``[K, K]`` with K = 2000 at the paper's settings: a dense
+parameter would spend most of an iteration on memory passes over its zero upper triangle (masking,
+its gradient, Adam). Here column block j of L is two parameters: the square diagonal block D_j (raw;
+strict lower triangle kept, softplus diagonal, as ``gaussian.scale_tril``) and the dense block R_j
+below it. Only the lower blocks exist, so a product and its backward pass cost (b + 1) / (2b) of a
+dense one (5/8 with b = 4 blocks) and nothing is masked.
+"""
+
+import torch
+from torch import Tensor, nn
+
+from gpstudy.gaussian import raw_scale_tril, scale_tril
+
+BLOCKS = 4  # column blocks of L: more blocks skip more zeros but launch more products
+
+
+def _block_edges(size: int, blocks: int) -> list[int]:
+    blocks = max(1, min(blocks, size))
+    return [round(j * size / blocks) for j in range(blocks + 1)]
+
+
+class _LeftProduct(torch.autograd.Function):
+    """Phi L from Phi ``[..., n, K]`` and L's blocks, with a backward that writes Phi's gradient once."""
+
+    @staticmethod
+    def forward(ctx, edges: list[int], phi: Tensor, *blocks: Tensor) -> Tensor:
+        diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1:]
+        columns = []
+        for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
+            column = phi[..., start:stop] @ diagonal[j]
+            if stop < edges[-1]:
+                column = column + phi[..., stop:] @ below[j]
+            columns.append(column)
+        ctx.edges = edges
+        ctx.save_for_backward(phi, *blocks)
+        return torch.cat(columns, dim=-1)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+        edges = ctx.edges
+        phi, *blocks = ctx.saved_tensors
+        diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1:]
+        grad_phi = torch.zeros_like(phi) if ctx.needs_input_grad[1] else None
+        grad_diagonal, grad_below = [], []
+        for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
+            column_grad = grad[..., start:stop]
+            grad_diagonal.append(phi[..., start:stop].mT @ column_grad)
+            if grad_phi is not None:
+                grad_phi[..., start:stop] += column_grad @ diagonal[j].mT
+            if stop < edges[-1]:
+                grad_below.append(phi[..., stop:].mT @ column_grad)
+                if grad_phi is not None:
+                    grad_phi[..., stop:] += column_grad @ below[j].mT
+        return None, grad_phi, *grad_diagonal, *grad_below
+
+
+class BlockTril(nn.Module):
+    """L ``[*batch_shape, K, K]``, lower triangular with positive diagonal, stored by column blocks.
+
+    Args:
+        size: K.
+        diagonal: L = diagonal * I at start.
+        like: dtype and device of the parameters.
+        batch_shape: leading dimensions (one factor per split).
+        blocks: column blocks b.
+    """
+
+    def __init__(self, size: int, diagonal: float, like: Tensor, batch_shape: tuple[int, ...] = (),
+                 blocks: int = BLOCKS):
+        super().__init__()
+        self.size, self.edges = size, _block_edges(size, blocks)
+        spans = list(zip(self.edges[:-1], self.edges[1:]))
+        self.raw_diagonal_blocks = nn.ParameterList(
+            raw_scale_tril(diagonal, stop - start, like, batch_shape) for start, stop in spans)
+        self.below_blocks = nn.ParameterList(
+            like.new_zeros((*batch_shape, size - stop, stop - start)) for start, stop in spans[:-1])
+
+    def diagonal_blocks(self) -> list[Tensor]:
+        """The square diagonal blocks D_j of L (lower triangular, positive diagonal)."""
+        return [scale_tril(raw) for raw in self.raw_diagonal_blocks]
+
+    def left_multiply(self, phi: Tensor) -> Tensor:
+        """Phi L ``[*batch_shape, n, K]`` for Phi ``[*batch_shape, n, K]`` (unbatched L: any ``[..., n, K]``)."""
+        diagonal = self.diagonal_blocks()
+        rows = phi.reshape(-1, self.size) if diagonal[0].ndim == 2 else phi  # unbatched: one [n, K] product
+        product = _LeftProduct.apply(self.edges, rows, *diagonal, *self.below_blocks)
+        return product.reshape(phi.shape)
+
+    def dense(self) -> Tensor:
+        """L as one ``[*batch_shape, K, K]`` matrix (zeros above the diagonal)."""
+        diagonal = self.diagonal_blocks()
+        batch_shape = diagonal[0].shape[:-2]
+        matrix = diagonal[0].new_zeros((*batch_shape, self.size, self.size))
+        for j, (start, stop) in enumerate(zip(self.edges[:-1], self.edges[1:])):
+            matrix[..., start:stop, start:stop] = diagonal[j]
+            if stop < self.size:
+                matrix[..., stop:, start:stop] = self.below_blocks[j]
+        return matrix

@@ -1,0 +1,63 @@
+"""The block-stored Cholesky factor: its dense form and its product, values and gradients."""
+
+import pytest
+import torch
+
+from gpstudy import settings
+from gpstudy.nets.block_tril import BlockTril
+
+DTYPE = settings.DEFAULT_DTYPE
+
+
+def randomized(size: int, batch_shape: tuple[int, ...], blocks: int, seed: int = 0) -> BlockTril:
+    """A factor whose every stored entry is random (not the identity it starts as)."""
+    factor = BlockTril(size, 1.0, torch.zeros((), dtype=DTYPE), batch_shape, blocks)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in factor.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator, dtype=DTYPE))
+    return factor
+
+
+def test_starts_as_a_scaled_identity():
+    factor = BlockTril(9, 1.3, torch.zeros((), dtype=DTYPE), (2,))
+    torch.testing.assert_close(factor.dense(), 1.3 * torch.eye(9, dtype=DTYPE).expand(2, 9, 9))
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 4, 20])
+def test_dense_form_is_lower_triangular_with_positive_diagonal(blocks):
+    dense = randomized(10, (), blocks).dense()
+    assert torch.equal(dense, dense.tril()) and (dense.diagonal() > 0).all()
+    rows, columns = torch.tril_indices(10, 10, offset=-1)
+    assert (dense[rows, columns] != 0).all()  # every entry below the diagonal is a stored parameter
+
+
+@pytest.mark.parametrize("batch_shape, phi_shape", [((), (7, 10)), ((), (2, 7, 10)), ((3,), (3, 7, 10))])
+@pytest.mark.parametrize("blocks", [1, 3, 4])
+def test_product_and_its_gradients_match_the_dense_product(blocks, batch_shape, phi_shape):
+    factor = randomized(10, batch_shape, blocks)
+    generator = torch.Generator().manual_seed(1)
+    phi = torch.randn(phi_shape, generator=generator, dtype=DTYPE, requires_grad=True)
+    weights = torch.randn(phi_shape, generator=generator, dtype=DTYPE)
+
+    (factor.left_multiply(phi) * weights).sum().backward()
+    block_gradients = [p.grad.clone() for p in factor.parameters()]
+    phi_gradient, phi.grad = phi.grad.clone(), None
+    factor.zero_grad()
+    dense_product = phi @ factor.dense()
+    (dense_product * weights).sum().backward()  # autograd through the dense assembly: the reference
+
+    torch.testing.assert_close(factor.left_multiply(phi), dense_product)
+    torch.testing.assert_close(phi_gradient, phi.grad)
+    for mine, reference in zip(block_gradients, (p.grad for p in factor.parameters())):
+        torch.testing.assert_close(mine, reference)
+
+
+def test_split_of_a_batch_equals_the_same_factor_alone():
+    batched = randomized(12, (3,), 4)
+    alone = BlockTril(12, 1.0, torch.zeros((), dtype=DTYPE), (), 4)
+    with torch.no_grad():
+        for mine, theirs in zip(alone.parameters(), batched.parameters()):
+            mine.copy_(theirs[1])
+    phi = torch.randn(3, 5, 12, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
+    torch.testing.assert_close(batched.left_multiply(phi)[1], alone.left_multiply(phi[1]), rtol=1e-13, atol=1e-13)
