@@ -1,50 +1,105 @@
-"""Seconds per training iteration of each method, through the real training loop (issue: speed).
+"""Seconds, FLOPs and kernel launches per training iteration of each method (issue: speed).
 
-Prints one row per (method, M, N): svgp, gpnet, fbnn at M in {100, 500}, batch 500, D = 8, float64,
-RFE with 1000 hidden units, on the current device, plus one exact-GP pretraining step (1000 points).
-Per-iteration cost must not grow with N: compare the rows for N = 8192 and N = 45730.
+For svgp, gpnet and fbnn at M in {100, 500} (batch 500, D = 8, float64, RFE with 1000 hidden units,
+the study's settings) it runs the real training loop (``gpstudy.training.fit``) on S splits at once
+and prints, per row: seconds per iteration, GFLOP per iteration (matrix products, Cholesky factors and
+triangular solves, forward and backward, counted by ``torch.utils.flop_counter``), the achieved
+GFLOP/s and its share of a ``torch.mm`` rate measured in the same run, and the operators dispatched
+per iteration (about one kernel launch each on a GPU). Per-iteration cost must not grow with N.
 
-    python benchmarks/speed.py [--device cpu|cuda] [--iterations 10] [--threads K]
+    python benchmarks/speed.py [--device cpu|cuda] [--threads K] [--splits 1 20] [--iterations 10]
+
+With ``--splits 1 20`` every row is timed for one split and for a batch of 20, and ``batch/one``
+says what the batch costs per iteration relative to one split alone.
 """
 
 import argparse
 import time
+from collections import Counter
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import MethodConfig, build_method
-from gpstudy.pretrain import pretrain_hyperparameters
 from gpstudy.training import fit
 
 D, BATCH, HIDDEN = 8, 500, 1000  # STUDY.md's UCI settings
+aten = torch.ops.aten
 
 
-def seconds_per_iteration(method_name: str, M: int, n: int, iterations: int, device: torch.device) -> float:
-    """Mean wall seconds of one iteration of ``fit`` (after one warm-up iteration)."""
-    generator = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(n, D, dtype=torch.float64, device=device, generator=generator)
+@register_flop_formula(aten.linalg_cholesky_ex)
+def _cholesky_flops(a_shape, *args, out_shape=None, **kwargs) -> int:
+    *batch, n, _ = a_shape
+    return torch.Size(batch).numel() * n**3 // 3
+
+
+@register_flop_formula(aten.linalg_solve_triangular)
+def _solve_triangular_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    *batch, n, k = out_shape
+    return torch.Size(batch).numel() * n * n * k
+
+
+@register_flop_formula(aten.cholesky_solve)
+def _cholesky_solve_flops(b_shape, a_shape, *args, out_shape=None, **kwargs) -> int:
+    *batch, n, k = out_shape
+    return torch.Size(batch).numel() * 2 * n * n * k
+
+
+class OperatorCount(TorchDispatchMode):
+    """Counts the aten operators dispatched (views included, as the launch overhead mostly is)."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def build(method_name: str, M: int, n: int, splits: int, device: torch.device):
+    """A method on ``splits`` synthetic splits of ``n`` points, with its data and generators."""
+    generators = [torch.Generator(device=device).manual_seed(s) for s in range(splits)]
+    x = torch.randn(splits, n, D, dtype=torch.float64, device=device, generator=generators[0])
     y = torch.sin(x.sum(-1))
-    kernel, likelihood = RBF(D).to(device), GaussianLikelihood().to(device)
+    kernel = RBF(D, batch_shape=(splits,)).to(device)
+    likelihood = GaussianLikelihood(batch_shape=(splits,)).to(device)
     config = MethodConfig(M=M, n_train=n, hidden_units=HIDDEN, measurement="train")
-    method = build_method(method_name, x, y, kernel, likelihood, config, generator).to(device)
-    run = dict(batch_size=BATCH, lr=0.003, generator=generator, evaluate=dict, eval_every=10**9)
-    fit(method, x, y, iterations=1, **run)  # warm-up: allocations, kernels
-    _, seconds = fit(method, x, y, iterations=iterations, **run)
-    return seconds / iterations
+    return build_method(method_name, x, y, kernel, likelihood, config, generators).to(device), x, y, generators
 
 
-def pretraining_step_seconds(device: torch.device, steps: int = 5) -> float:
-    """Seconds of one exact-GP marginal-likelihood Adam step on 1000 points."""
-    generator = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(1000, D, dtype=torch.float64, device=device, generator=generator)
-    kernel, likelihood = RBF(D).to(device), GaussianLikelihood().to(device)
-    tic = time.perf_counter()
-    pretrain_hyperparameters(x, torch.sin(x.sum(-1)), kernel, likelihood, iterations=steps, generator=generator)
+def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return (time.perf_counter() - tic) / steps
+
+
+def measure(method_name: str, M: int, n: int, splits: int, iterations: int, device: torch.device) -> dict:
+    """Seconds, FLOPs and operators of one iteration of ``fit`` (after one warm-up iteration)."""
+    method, x, y, generators = build(method_name, M, n, splits, device)
+    run = dict(batch_size=BATCH, lr=0.003, generators=generators, evaluate=dict, eval_every=10**9)
+    fit(method, x, y, iterations=1, **run)  # warm-up: allocations, kernels
+    _, seconds = fit(method, x, y, iterations=iterations, **run)
+    flops, operators = FlopCounterMode(display=False), OperatorCount()
+    with flops, operators:
+        fit(method, x, y, iterations=1, **run)
+    return {"seconds": seconds / iterations, "flops": flops.get_total_flops(),
+            "operators": sum(operators.counts.values())}
+
+
+def mm_rate(device: torch.device, repeats: int = 5) -> float:
+    """GFLOP/s of a float64 [1000, 2000] x [2000, 2000] torch.mm, the shape of the RFE products."""
+    a = torch.randn(1000, 2000, dtype=torch.float64, device=device)
+    b = torch.randn(2000, 2000, dtype=torch.float64, device=device)
+    a @ b
+    synchronize(device)
+    tic = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    synchronize(device)
+    return 2 * 1000 * 2000 * 2000 * repeats / (time.perf_counter() - tic) / 1e9
 
 
 def main() -> None:
@@ -52,20 +107,32 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[8192, 45730], help="training-set sizes N")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8192], help="training-set sizes N")
+    parser.add_argument("--splits", type=int, nargs="+", default=[1], help="splits trained as one batch")
+    parser.add_argument("--methods", nargs="+", default=["svgp", "gpnet", "fbnn"])
+    parser.add_argument("--M", type=int, nargs="+", default=[100, 500])
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
+    rate = mm_rate(device)
     print(f"device: {name}; batch {BATCH}, D {D}, RFE {HIDDEN} hidden units, float64, torch {torch.__version__}")
-    print(f"{'method':8s} {'M':>5s} {'N':>7s} {'s/iteration':>12s}")
-    for method in ("svgp", "gpnet", "fbnn"):
-        for M in (100, 500):
+    print(f"torch.mm [1000, 2000] x [2000, 2000]: {rate:.1f} GFLOP/s")
+    print(f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'s/it':>8s} {'GFLOP/it':>9s} {'GFLOP/s':>8s} "
+          f"{'of mm':>6s} {'ops/it':>7s} {'batch/one':>9s}")
+    for method in args.methods:
+        for M in args.M:
             for n in args.sizes:
-                print(f"{method:8s} {M:5d} {n:7d} {seconds_per_iteration(method, M, n, args.iterations, device):12.4f}",
-                      flush=True)
-    print(f"exact-GP pretraining step (1000 points): {pretraining_step_seconds(device):.4f} s")
+                one = None
+                for splits in args.splits:
+                    row = measure(method, M, n, splits, args.iterations, device)
+                    if splits == 1:
+                        one = row["seconds"]
+                    achieved = row["flops"] / row["seconds"] / 1e9
+                    ratio = f"{row['seconds'] / one:9.2f}" if one and splits > 1 else f"{'':9s}"
+                    print(f"{method:7s} {M:4d} {n:6d} {splits:6d} {row['seconds']:8.4f} {row['flops'] / 1e9:9.2f} "
+                          f"{achieved:8.1f} {achieved / rate:6.0%} {row['operators']:7d} {ratio}", flush=True)
 
 
 if __name__ == "__main__":
