@@ -45,6 +45,7 @@ except ImportError:
 
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import Method, MethodConfig, build_method
 
 D, LR, NOISE_STD, WARMUP = 8, 0.003, 0.1, 5
@@ -192,6 +193,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="timed blocks per model")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed block (K)")
     args = parser.parse_args()
+    keep_freed_memory()  # as training jobs do; it serves both models alike
     torch.set_num_threads(args.threads)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

@@ -23,6 +23,7 @@ from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import MethodConfig, build_method
 from gpstudy.training import fit
 
@@ -111,13 +112,18 @@ def main() -> None:
     parser.add_argument("--splits", type=int, nargs="+", default=[1], help="splits trained as one batch")
     parser.add_argument("--methods", nargs="+", default=["svgp", "gpnet", "fbnn"])
     parser.add_argument("--M", type=int, nargs="+", default=[100, 500])
+    parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
+                        help="keep freed memory for reuse, as training jobs do (gpstudy.memory), or glibc's default")
     args = parser.parse_args()
+    if args.malloc == "keep":
+        keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     rate = mm_rate(device)
-    print(f"device: {name}; batch {BATCH}, D {D}, RFE {HIDDEN} hidden units, float64, torch {torch.__version__}")
+    print(f"device: {name}; batch {BATCH}, D {D}, RFE {HIDDEN} hidden units, float64, torch {torch.__version__}, "
+          f"malloc {args.malloc}")
     print(f"torch.mm [1000, 2000] x [2000, 2000]: {rate:.1f} GFLOP/s")
     print(f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'s/it':>8s} {'GFLOP/it':>9s} {'GFLOP/s':>8s} "
           f"{'of mm':>6s} {'ops/it':>7s} {'batch/one':>9s}")

@@ -10,6 +10,7 @@ import yaml
 from gpstudy import paths
 from gpstudy.config import data_plan, validate_config
 from gpstudy.data import DATASETS, fetch_dataset, prepare_split, prepare_table
+from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import METHODS
 from gpstudy.training import run_job, run_settings
 
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
             print(ensure_split(config, args.dataset, split))
     elif args.command == "train":
+        keep_freed_memory()
         if args.threads:
             torch.set_num_threads(args.threads)
         config = load_config(args.config, {"mirror": args.mirror})

@@ -5,9 +5,11 @@ from pathlib import Path
 import torch
 
 from gpstudy.io import log_to
+from gpstudy.memory import keep_freed_memory
 from gpstudy.training import RunSettings, run_job
 
 log_to(snakemake.log[0])
+keep_freed_memory()
 torch.set_num_threads(snakemake.threads)
 splits = snakemake.params.splits
 out = Path(snakemake.output[0])

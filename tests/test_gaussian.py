@@ -54,6 +54,10 @@ def test_scale_tril_is_lower_with_positive_diagonal(generator):
 
 
 def test_gram_matches_the_product_and_passes_gradcheck(generator):
+    for rows in (5, 8):  # odd and even: the product is built from two row halves
+        wide = torch.randn(3, rows, 6, generator=generator, dtype=DTYPE)
+        torch.testing.assert_close(gram(wide), wide @ wide.mT)
+        assert torch.equal(gram(wide), gram(wide).mT)
     factor = torch.randn(2, 4, 3, generator=generator, dtype=DTYPE, requires_grad=True)
     torch.testing.assert_close(gram(factor), factor @ factor.mT)
     assert torch.autograd.gradcheck(gram, (factor,))  # any upstream gradient, symmetric or not
@@ -177,3 +181,21 @@ def test_tempered_target_matches_brute_force_joint_conditioning(generator, beta)
     mean, cov = tempered_target(prior_cov, previous_mean, previous_cov, y_batch, noise_variance, beta, n_train)
     torch.testing.assert_close(mean, posterior_mean[n:])
     torch.testing.assert_close(cov, posterior_cov[n:, n:])
+
+
+@pytest.mark.parametrize("grad_of_p", [False, True])
+def test_kl_of_covariances_matches_the_factor_form_and_its_gradients(generator, grad_of_p):
+    mean_q, mean_p = (torch.randn(2, 4, generator=generator, dtype=DTYPE).requires_grad_(True) for _ in range(2))
+    cov_q = random_spd(generator, 2, 4, 4).requires_grad_(True)
+    cov_p = random_spd(generator, 2, 4, 4).requires_grad_(grad_of_p)
+    closed = gaussian.kl_divergence_of_covariances(mean_q, cov_q, mean_p, cov_p)
+    reference = kl_divergence(mean_q, torch.linalg.cholesky(cov_q), mean_p, torch.linalg.cholesky(cov_p))
+    torch.testing.assert_close(closed, reference)
+    weights = torch.tensor([0.7, -1.3], dtype=DTYPE)
+    inputs = [t for t in (mean_q, cov_q, mean_p, cov_p) if t.requires_grad]
+    mine = torch.autograd.grad((closed * weights).sum(), inputs)
+    theirs = torch.autograd.grad((reference * weights).sum(), inputs)
+    for got, expected in zip(mine, theirs):  # symmetric covariances: compare the symmetric parts
+        if got.dim() == 3:
+            got, expected = 0.5 * (got + got.mT), 0.5 * (expected + expected.mT)
+        torch.testing.assert_close(got, expected)

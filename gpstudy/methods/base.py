@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import cholesky, kl_divergence
+from gpstudy.gaussian import kl_divergence_of_covariances
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.measurement import build_measurement_sampler
@@ -111,7 +111,7 @@ def function_space_elbo(
     n = y_batch.shape[-1]
     variance = cov.diagonal(dim1=-2, dim2=-1)[..., :n]
     expected = likelihood.expected_log_prob(y_batch, mean[..., :n], variance).sum(-1)
-    return data_scale * expected - kl_divergence(mean, cholesky(cov), prior_mean, cholesky(prior_cov))
+    return data_scale * expected - kl_divergence_of_covariances(mean, cov, prior_mean, prior_cov)
 
 
 class InferenceNetworkMethod(Method):
