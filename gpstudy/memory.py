@@ -1,11 +1,11 @@
 """Process memory: keep freed CPU tensor memory for reuse instead of returning it to the OS.
 
-glibc's malloc serves large blocks (above a threshold that adapts up to 32 MiB) with fresh ``mmap``
-calls and returns them on free, so a CPU training step that allocates the same tensors every
-iteration also pays the page faults of touching new memory every iteration (measured here: GPNet 15%
-and FBNN 25% of a step). Raising the threshold to its maximum and never trimming the heap lets freed
-blocks be reused, as the PyTorch CPU tuning guide's allocator advice intends. Tensors above 32 MiB,
-and allocators other than glibc's, are left as they are.
+glibc's malloc serves large blocks with fresh ``mmap`` calls and unmaps them on free, so a CPU
+training step that allocates the same tensors every iteration also pays the page faults of touching
+new memory every iteration. Serving every block from the heap (no ``mmap``) and never trimming it
+lets freed blocks be reused, as the PyTorch CPU tuning guide's allocator advice intends: measured
+here, a batch of 20 GPNet M=100 splits went from 4.7 to 2.4 s per iteration. The process keeps its
+peak memory until it ends. Allocators other than glibc's are left as they are.
 """
 
 import ctypes
@@ -14,8 +14,7 @@ import logging
 
 log = logging.getLogger(__name__)
 
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # glibc's ceiling on 64-bit machines
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
 
 
 def keep_freed_memory() -> bool:
@@ -27,4 +26,4 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError, TypeError):
         log.info("no glibc mallopt here (%s); memory allocation left as it is", name)
         return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX) and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    return bool(mallopt(_M_MMAP_MAX, 0) and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
