@@ -3,8 +3,8 @@
 import torch
 
 from gpstudy.data import load_split
-from gpstudy.io import log_to
-from gpstudy.memory import keep_freed_memory, write_json
+from gpstudy.io import log_to, write_json
+from gpstudy.memory import keep_freed_memory
 from gpstudy.training import RunSettings, pretrain_splits
 
 log_to(snakemake.log[0])
