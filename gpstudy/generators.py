@@ -66,4 +66,4 @@ def set_state(generators: Generators, states: list[Tensor]) -> None:
     if len(states) != len(batch):
         raise ValueError(f"{len(states)} generator states for {len(batch)} generators")
     for generator, state in zip(batch, states):
-        generator.set_state(state)
+        generator.set_state(state.cpu())  # a checkpoint loaded onto a GPU moved the states there too
