@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         splits = sorted(set(args.split))
         labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
         out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
-        out_dirs = {s: out if len(splits) == 1 else out / f"split{s}" for s in splits}
+        out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
         results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
                           out / "checkpoint.pt", labels, jobs_per_gpu=config["jobs_per_gpu"])
         for s, metrics in results.items():

@@ -50,6 +50,13 @@ def randperm(n: int, generators: Generators, device: torch.device) -> Tensor:
                  generators).to(device)
 
 
+def take_rows(values: Tensor, indices: Tensor) -> Tensor:
+    """The rows ``[*batch, k, *rest]`` of ``values`` ``[*batch, N, *rest]`` at each split's ``indices``
+    ``[*batch, k]`` (e.g. a minibatch or a random subset drawn above)."""
+    rest = values.ndim - indices.ndim
+    return torch.take_along_dim(values, indices.reshape(*indices.shape, *[1] * rest), dim=indices.ndim - 1)
+
+
 def seeds(generators: Generators) -> list[int]:
     """One integer seed per generator (for libraries with their own randomness, e.g. k-means)."""
     return [int(torch.randint(2**31 - 1, (), generator=g, device=g.device)) for g in _as_list(generators)]

@@ -41,6 +41,11 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def read_json(path: str | os.PathLike) -> Any:
+    """The data of a JSON file."""
+    return json.loads(Path(path).read_text())
+
+
 def write_csv(path: str | os.PathLike, frame: "pandas.DataFrame") -> None:
     """Write a data frame as CSV without its index, atomically."""
     with atomic_path(path, suffix=".csv") as tmp:

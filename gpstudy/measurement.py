@@ -42,7 +42,7 @@ class TrainingInputs(MeasurementSampler):
 
     def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
         order = draws.randperm(self.x_train.shape[-2], generators, self.x_train.device)
-        return torch.take_along_dim(self.x_train, order[..., :num_points, None], dim=-2)
+        return draws.take_rows(self.x_train, order[..., :num_points])
 
 
 class NoisyTrainingInputs(TrainingInputs):

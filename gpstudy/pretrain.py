@@ -1,6 +1,5 @@
 """Hyperparameter pretraining on the exact GP marginal likelihood, and saving the result."""
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -9,6 +8,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import inverse_positive
+from gpstudy.io import read_json
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
@@ -41,7 +41,7 @@ def pretrain_hyperparameters(
         generators: draw the subsets (one generator per split).
     """
     subset = draws.randperm(x.shape[-2], generators, x.device)[..., :subset_size]
-    x_subset, y_subset = torch.take_along_dim(x, subset.unsqueeze(-1), dim=-2), torch.take_along_dim(y, subset, dim=-1)
+    x_subset, y_subset = draws.take_rows(x, subset), draws.take_rows(y, subset)
     optimizer = torch.optim.Adam([*kernel.parameters(), *likelihood.parameters()], lr=lr)
     for _ in range(iterations):
         optimizer.zero_grad()
@@ -86,4 +86,4 @@ def load_hyperparameters(kernel: Kernel, likelihood: GaussianLikelihood, hyperpa
 def read_hyperparameters(files: Iterable[str | Path]) -> dict | None:
     """The hyperparameters in the first of ``files`` (a rule's optional input), or None if there is none."""
     files = list(files)
-    return json.loads(Path(files[0]).read_text()) if files else None
+    return read_json(files[0]) if files else None

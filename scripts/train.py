@@ -4,6 +4,7 @@ from pathlib import Path
 
 import torch
 
+from gpstudy import paths
 from gpstudy.io import log_to
 from gpstudy.memory import keep_freed_memory
 from gpstudy.training import RunSettings, run_job
@@ -14,5 +15,5 @@ torch.set_num_threads(snakemake.threads)
 splits = snakemake.params.splits
 out = Path(snakemake.output[0])
 run_job(dict(zip(splits, snakemake.input.splits)), RunSettings(**snakemake.params.settings),
-        {s: out / f"split{s}" for s in splits}, Path(snakemake.params.checkpoint), snakemake.params.labels,
+        {s: out / paths.SPLIT_FOLDER.format(split=s) for s in splits}, Path(snakemake.params.checkpoint), snakemake.params.labels,
         dict(zip(splits, snakemake.input.hyperparameters)), snakemake.params.jobs_per_gpu)

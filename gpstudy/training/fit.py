@@ -96,8 +96,7 @@ def fit(
     tic = time.perf_counter()
     for step in range(start, iterations + 1):
         batch = sampler.next()
-        x_batch = torch.take_along_dim(x_train, batch.unsqueeze(-1), dim=-2)
-        loss = method.loss(x_batch, torch.take_along_dim(y_train, batch, dim=-1), step, generators)
+        loss = method.loss(draws.take_rows(x_train, batch), draws.take_rows(y_train, batch), step, generators)
         optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
         optimizer.step()

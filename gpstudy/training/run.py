@@ -1,7 +1,6 @@
 """A batch of runs: one method trained on several splits of a data set at once, each split evaluated on
 its own test set and written to its own folder."""
 
-import json
 import logging
 import traceback
 from dataclasses import replace
@@ -14,7 +13,7 @@ from torch import Tensor
 
 from gpstudy.data import Split, load_split
 from gpstudy.devices import GPU_LOCK_DIR, gpu_slot
-from gpstudy.io import write_csv, write_json
+from gpstudy.io import read_json, write_csv, write_json
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import Method, MethodConfig, build_method
@@ -45,15 +44,20 @@ class Problem:
         _check_equal_sizes(splits)
         device, dtype = settings.torch_device(), settings.torch_dtype()
         self.splits, self.device = list(splits.values()), device
-        self.x_train, self.y_train, self.x_test, self.y_test = (
-            torch.as_tensor(np.stack([getattr(split, name) for split in self.splits]), dtype=dtype, device=device)
-            for name in ("x_train", "y_train", "x_test", "y_test"))
-        self.y_std = torch.as_tensor([split.y_std for split in self.splits], dtype=dtype, device=device)
+        self.x_train, self.y_train, self.x_test, self.y_test, self.y_std = (
+            torch.as_tensor(_stack(self.splits, name), dtype=dtype, device=device)
+            for name in ("x_train", "y_train", "x_test", "y_test", "y_std"))
+        self.x_mean, self.x_std = _stack(self.splits, "x_mean"), _stack(self.splits, "x_std")
         batch_shape = (len(splits),)
         self.kernel = RBF(self.x_train.shape[-1], dtype=dtype, batch_shape=batch_shape).to(device)
         self.likelihood = GaussianLikelihood(dtype=dtype, batch_shape=batch_shape).to(device)
         load_hyperparameters(self.kernel, self.likelihood, stack_hyperparameters([hyperparameters[s] for s in splits]))
         self.generators = [torch.Generator(device=device).manual_seed(settings.seed + s) for s in splits]
+
+
+def _stack(splits: list[Split], name: str) -> np.ndarray:
+    """A field of every split, stacked along a new leading split dimension."""
+    return np.stack([getattr(split, name) for split in splits])
 
 
 def _check_equal_sizes(splits: dict[int, Split]) -> None:
@@ -87,7 +91,7 @@ def predict(method: Method, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 def plot_predictions(method: Method, splits: list[Split]) -> list[pd.DataFrame]:
     """Predictions at each split's plot inputs, in original units: x, mean, var_f, var_y."""
     like = method.likelihood.noise_variance
-    x_plot = torch.as_tensor(np.stack([split.x_plot for split in splits]), dtype=like.dtype, device=like.device)
+    x_plot = torch.as_tensor(_stack(splits, "x_plot"), dtype=like.dtype, device=like.device)
     frames = []
     for split, mean, var_f, var_y in zip(splits, *(t.cpu().numpy() for t in predict(method, x_plot))):
         x = split.original_x(split.x_plot)
@@ -124,9 +128,8 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         hyperparameters = (pretrain_splits(splits, settings) if settings.pretrain
                            else {s: INITIAL_HYPERPARAMETERS for s in splits})
     problem = Problem(splits, settings, hyperparameters)
-    x_mean, x_std = (np.stack([getattr(split, name) for split in problem.splits]) for name in ("x_mean", "x_std"))
     method = build_method(settings.method, problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                          settings.method_config(problem.x_train.shape[-2], x_mean, x_std),
+                          settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std),
                           problem.generators).to(problem.device)
 
     def evaluate() -> dict[str, Tensor]:
@@ -194,8 +197,7 @@ def run_job(split_files: dict[int, Path], settings: RunSettings, out_dirs: dict[
     :func:`run_splits`. ``labels`` (experiment, dataset, method, M) go into every split's
     ``metrics.json`` with the split's index."""
     splits = {s: load_split(path) for s, path in split_files.items()}
-    hyperparameters = None if not hyperparameter_files else {
-        s: json.loads(Path(path).read_text()) for s, path in hyperparameter_files.items()}
+    hyperparameters = {s: read_json(path) for s, path in (hyperparameter_files or {}).items()} or None
     with gpu_slot(settings.torch_device(), GPU_LOCK_DIR, jobs_per_gpu) as device:
         return run_splits(splits, replace(settings, device=str(device)), out_dirs, checkpoint,
                           {s: {**labels, "split": s} for s in splits}, hyperparameters)

@@ -71,9 +71,9 @@ def test_batch_parameters_equal_each_split_alone():
     for name, chosen in (("batch", splits), ("alone", {2: splits[2]})):
         problem = Problem(chosen, settings, {s: {"lengthscale": 1.0, "variance": 1.0, "noise_variance": 0.1}
                                              for s in chosen})
-        x_mean, x_std = (np.stack([getattr(sp, a) for sp in problem.splits]) for a in ("x_mean", "x_std"))
         method = build_method("gpnet", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                              settings.method_config(problem.x_train.shape[-2], x_mean, x_std), problem.generators)
+                              settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std),
+                              problem.generators)
         fit(method, problem.x_train, problem.y_train, iterations=25, batch_size=16, lr=0.01,
             generators=problem.generators, evaluate=dict, eval_every=100)
         trained[name] = method.state_dict()
