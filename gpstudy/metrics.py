@@ -1,4 +1,4 @@
-"""Test metrics in the original units of y (STUDY.md, experiment 2)."""
+"""Test metrics: regression in the original units of y (STUDY.md, experiment 2), and classification."""
 
 import math
 
@@ -19,6 +19,15 @@ def average_log_likelihood(mean: Tensor, var: Tensor, y: Tensor, y_std: Tensor |
     return log_density.mean(-1) - torch.log(torch.as_tensor(y_std, dtype=mean.dtype, device=mean.device))
 
 
-def error_rate(logits: Tensor, labels: Tensor) -> float:
-    """Fraction of ``labels`` ``[n]`` that differ from the arg-max of ``logits`` ``[n, classes]``."""
-    return (logits.argmax(-1) != labels).to(torch.float64).mean().item()
+def error_rate(probabilities: Tensor, labels: Tensor) -> Tensor:
+    """The fraction ``[*batch]`` of ``labels`` ``[*batch, n]`` that differ from the predicted class: the
+    arg-max of class probabilities ``[*batch, n, C]``, or for binary P(y = 1) ``[*batch, n]`` class 1
+    where it exceeds 0.5."""
+    predicted = probabilities > 0.5 if probabilities.ndim == labels.ndim else probabilities.argmax(-1)
+    return (predicted.long() != labels.long()).to(probabilities.dtype).mean(-1)
+
+
+def average_log_predictive(log_densities: Tensor) -> Tensor:
+    """mean_i log p(y_i | data) ``[*batch]`` of the log predictive densities ``[*batch, n]`` of a
+    classifier (``Likelihood.log_predictive_density``)."""
+    return log_densities.mean(-1)

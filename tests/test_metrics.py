@@ -1,10 +1,10 @@
-"""Metrics in original units against torch.distributions."""
+"""Regression metrics in original units against torch.distributions; classification metrics by hand."""
 
 import math
 
 import torch
 
-from gpstudy.metrics import error_rate, rmse, average_log_likelihood
+from gpstudy.metrics import average_log_likelihood, average_log_predictive, error_rate, rmse
 
 
 def test_rmse_in_original_units():
@@ -33,6 +33,21 @@ def test_metrics_of_a_batch_are_each_splits_own():
         assert batched[1][s] == average_log_likelihood(mean[s], var[s], y[s], y_std[s].item())
 
 
-def test_error_rate():
-    logits = torch.tensor([[2.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
-    assert error_rate(logits, torch.tensor([0, 1, 1])) == 1 / 3
+def test_error_rate_of_class_probabilities_per_split():
+    probabilities = torch.tensor([[[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.2, 0.5, 0.3]],
+                                  [[0.1, 0.1, 0.8], [0.4, 0.5, 0.1], [0.3, 0.3, 0.4]]], dtype=torch.float64)
+    labels = torch.tensor([[0, 2, 0], [1, 0, 2]])  # predicted [0, 2, 1] and [2, 1, 2]
+    torch.testing.assert_close(error_rate(probabilities, labels), torch.tensor([1 / 3, 2 / 3], dtype=torch.float64))
+    assert error_rate(probabilities[1], labels[1]) == 2 / 3
+
+
+def test_error_rate_of_binary_probabilities_per_split():
+    probabilities = torch.tensor([[0.9, 0.2, 0.6, 0.4], [0.5, 0.51, 0.1, 0.7]], dtype=torch.float64)
+    labels = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0]])  # predicted [1, 0, 1, 0] and [0, 1, 0, 1]
+    torch.testing.assert_close(error_rate(probabilities, labels), torch.tensor([1 / 4, 2 / 4], dtype=torch.float64))
+    assert error_rate(probabilities[0], labels[0].double()) == 1 / 4
+
+
+def test_average_log_predictive_per_split():
+    log_densities = torch.tensor([[-0.5, -1.5, -1.0], [-2.0, 0.0, -4.0]], dtype=torch.float64)
+    torch.testing.assert_close(average_log_predictive(log_densities), torch.tensor([-1.0, -2.0], dtype=torch.float64))

@@ -1,24 +1,35 @@
-"""Observation models p(y | f)."""
+"""The Gaussian likelihood p(y | f) = N(y | f, sigma^2) of regression."""
 
 import math
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from gpstudy import generators as draws
 from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.likelihoods.base import Likelihood
 from gpstudy.settings import DEFAULT_DTYPE
 
 
-class GaussianLikelihood(nn.Module):
+class GaussianLikelihood(Likelihood):
     """p(y | f) = N(y | f, sigma^2), the noise variance kept positive through softplus.
 
-    Values ``y``, ``f`` are ``[*batch_shape, n]``: one noise variance per split of a batch.
+    Values ``y``, ``f`` are ``[*batch_shape, n]``: one noise variance per split of a batch. Every
+    expectation is in closed form; ``generators`` are ignored.
 
     Args:
         noise_variance: initial sigma^2 (STUDY.md: 0.1).
         dtype: dtype of the parameter.
         batch_shape: leading dimensions of sigma^2.
     """
+
+    task: ClassVar[str] = "regression"
+    options_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"noise_variance": {"type": "number", "exclusiveMinimum": 0}},
+        "additionalProperties": False,
+    }
 
     def __init__(self, noise_variance: float = 0.1, dtype: torch.dtype = DEFAULT_DTYPE,
                  batch_shape: tuple[int, ...] = ()):
@@ -40,11 +51,20 @@ class GaussianLikelihood(nn.Module):
         noise = self._noise()
         return -0.5 * (math.log(2 * math.pi) + noise.log() + (y - f).square() / noise)
 
-    def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
-        """E_{N(f | mean, var)} log N(y | f, sigma^2) in closed form, elementwise, shape of ``y``."""
+    def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor,
+                          generators: draws.Generators | None = None) -> Tensor:
+        """E_{N(f | mean, var)} log N(y | f, sigma^2) in closed form, elementwise, shape of ``y``:
+        -(log(2 pi sigma^2) + ((y - mean)^2 + var) / sigma^2) / 2."""
         noise = self._noise()
         return -0.5 * (math.log(2 * math.pi) + noise.log() + ((y - mean).square() + var) / noise)
 
-    def predictive(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
+    def log_predictive_density(self, y: Tensor, mean: Tensor, var: Tensor,
+                               generators: draws.Generators | None = None) -> Tensor:
+        """log N(y | mean, var + sigma^2) elementwise, shape of ``y``."""
+        total = var + self._noise()
+        return -0.5 * (math.log(2 * math.pi) + total.log() + (y - mean).square() / total)
+
+    def predictive(self, mean: Tensor, var: Tensor,
+                   generators: draws.Generators | None = None) -> tuple[Tensor, Tensor]:
         """Moments of y from those of f: (mean, var + sigma^2)."""
         return mean, var + self._noise()
