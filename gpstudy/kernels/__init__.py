@@ -1,8 +1,45 @@
-"""Covariance functions: a base class owning lengthscales and variance, one small class per kernel."""
+"""Covariance functions: base classes owning lengthscales and variance, one small class per kernel."""
 
-from gpstudy.kernels.base import Kernel
+from typing import Any
+
+import jsonschema
+import torch
+
+from gpstudy.kernels.arccos import ArcCosine
+from gpstudy.kernels.base import Kernel, Stationary
+from gpstudy.kernels.features import ArcCosineFeatures, FeatureMap, FourierFeatures
+from gpstudy.kernels.matern import Matern32, Matern52
 from gpstudy.kernels.rbf import RBF
+from gpstudy.settings import DEFAULT_DTYPE
 
-KERNELS: dict[str, type[Kernel]] = {"rbf": RBF}  # every kernel by name; tests enumerate it
+KERNELS: dict[str, type[Kernel]] = {  # every kernel by name; tests enumerate it
+    "rbf": RBF,
+    "matern32": Matern32,
+    "matern52": Matern52,
+    "arccos": ArcCosine,
+}
 
-__all__ = ["KERNELS", "RBF", "Kernel"]
+
+def build_kernel(
+    name: str,
+    input_dim: int,
+    options: dict[str, Any],
+    dtype: torch.dtype = DEFAULT_DTYPE,
+    batch_shape: tuple[int, ...] = (),
+) -> Kernel:
+    """The kernel ``name`` of ``KERNELS`` with its ``options``, checked against its ``options_schema``
+    (and by its constructor, e.g. an arc-cosine depth of 2.0, which JSON counts as an integer)."""
+    if name not in KERNELS:
+        raise ValueError(f"unknown kernel {name!r}; known kernels: {', '.join(sorted(KERNELS))}")
+    kernel = KERNELS[name]
+    try:
+        jsonschema.validate(options, kernel.options_schema)
+    except jsonschema.ValidationError as error:
+        raise ValueError(f"kernel {name!r}: invalid options {options}: {error.message}") from None
+    return kernel(input_dim, **options, dtype=dtype, batch_shape=batch_shape)
+
+
+__all__ = [
+    "KERNELS", "RBF", "ArcCosine", "ArcCosineFeatures", "FeatureMap", "FourierFeatures", "Kernel",
+    "Matern32", "Matern52", "Stationary", "build_kernel",
+]

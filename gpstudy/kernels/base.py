@@ -1,20 +1,22 @@
-"""The kernel base class: ARD lengthscales, variance, positivity, shapes and ``diag``."""
+"""The kernel base classes: ARD lengthscales, variance, positivity, shapes and ``diag``."""
 
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.kernels.features import FeatureMap
 from gpstudy.settings import DEFAULT_DTYPE
 
 
 class Kernel(nn.Module):
-    """A stationary kernel k(x, x') = K_r2(r2), r2 = sum_d (x_d - x'_d)^2 / l_d^2 (ARD).
+    """A kernel s2 k(x / l, x' / l) with ARD lengthscales l and variance s2.
 
-    A subclass implements only ``K_r2``; the variance s2 is the base class's, for ``K_r2`` to use.
-    With a ``batch_shape`` (one kernel per split: ``(S,)``) every hyperparameter has it as leading
-    dimensions and inputs are ``[*batch_shape, n, D]``.
+    A subclass implements ``K`` and ``K_diag`` (a stationary one only ``K_r2``: see ``Stationary``)
+    and, where it has random features, ``feature_map``. With a ``batch_shape`` (one kernel per split:
+    ``(S,)``) every hyperparameter has it as leading dimensions and inputs are ``[*batch_shape, n, D]``.
 
     Args:
         input_dim: D, the number of input dimensions.
@@ -23,6 +25,9 @@ class Kernel(nn.Module):
         dtype: dtype of the parameters.
         batch_shape: leading dimensions of the hyperparameters.
     """
+
+    options_schema: ClassVar[dict[str, Any]] = {  # JSON schema of the options a config may pass
+        "type": "object", "additionalProperties": False, "properties": {}}
 
     def __init__(
         self,
@@ -49,14 +54,6 @@ class Kernel(nn.Module):
         """Variance s2, shape ``[*batch_shape]``."""
         return positive(self.raw_variance)
 
-    def scaled_squared_distance(self, x1: Tensor, x2: Tensor) -> Tensor:
-        """r2_ij = ||(x1_i - x2_j) / l||^2 for ``[..., n, D]`` and ``[..., m, D]``, shape ``[..., n, m]``."""
-        lengthscale = self.lengthscale.unsqueeze(-2)
-        a, b = x1 / lengthscale, x2 / lengthscale
-        cross = a @ b.mT
-        r2 = a.square().sum(-1).unsqueeze(-1) + b.square().sum(-1).unsqueeze(-2) - 2 * cross
-        return r2.clamp_min(0.0)
-
     def forward(self, x1: Tensor, x2: Tensor | None = None, diag: bool = False) -> Tensor:
         """The covariance matrix K(x1, x2) ``[..., n, m]``, or with ``diag`` k(x1_i, x1_i) ``[..., n]``.
 
@@ -68,8 +65,41 @@ class Kernel(nn.Module):
         if diag:
             if x2 is not None:
                 raise ValueError("diag=True computes k(x, x); do not pass x2")
-            return self.K_r2(torch.zeros((*x1.shape[:-1], 1), dtype=x1.dtype, device=x1.device)).squeeze(-1)
+            return self.K_diag(x1)
+        return self.K(x1, x2)
+
+    def K(self, x1: Tensor, x2: Tensor | None) -> Tensor:  # noqa: N802 (GPflow's name)
+        """K(x1, x2) ``[..., n, m]``; ``x2 = None`` means K(x1, x1)."""
+        raise NotImplementedError
+
+    def K_diag(self, x: Tensor) -> Tensor:  # noqa: N802 (GPflow's name)
+        """k(x_i, x_i) ``[..., n]``."""
+        raise NotImplementedError
+
+    def feature_map(self) -> FeatureMap:
+        """The random-feature map whose expected inner product is this kernel."""
+        raise ValueError(f"{type(self).__name__} has no random-feature map")
+
+
+class Stationary(Kernel):
+    """A stationary kernel k(x, x') = K_r2(r2), r2 = sum_d (x_d - x'_d)^2 / l_d^2 (ARD).
+
+    A subclass implements only ``K_r2``; the variance s2 is the base class's, for ``K_r2`` to use.
+    """
+
+    def scaled_squared_distance(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """r2_ij = ||(x1_i - x2_j) / l||^2 for ``[..., n, D]`` and ``[..., m, D]``, shape ``[..., n, m]``."""
+        lengthscale = self.lengthscale.unsqueeze(-2)
+        a, b = x1 / lengthscale, x2 / lengthscale
+        cross = a @ b.mT
+        r2 = a.square().sum(-1).unsqueeze(-1) + b.square().sum(-1).unsqueeze(-2) - 2 * cross
+        return r2.clamp_min(0.0)
+
+    def K(self, x1: Tensor, x2: Tensor | None) -> Tensor:  # noqa: N802 (GPflow's name)
         return self.K_r2(self.scaled_squared_distance(x1, x1 if x2 is None else x2))
+
+    def K_diag(self, x: Tensor) -> Tensor:  # noqa: N802 (GPflow's name)
+        return self.K_r2(torch.zeros((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)).squeeze(-1)
 
     def K_r2(self, r2: Tensor) -> Tensor:  # noqa: N802 (GPflow's name)
         """The kernel as a function of the scaled squared distances ``[..., n, m]``, elementwise."""

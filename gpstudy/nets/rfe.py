@@ -2,11 +2,11 @@
 
 import math
 
-import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.kernels import Kernel
 from gpstudy.nets.base import InferenceNetwork
 from gpstudy.nets.block_tril import BlockTril
 
@@ -15,40 +15,46 @@ WEIGHT_SCALE_INIT = math.log1p(math.e)  # softplus(1): L = softplus(1) I at star
 
 
 class RFE(InferenceNetwork):
-    """f(x) = w^T phi(x), w ~ N(m, L L^T) (eq. 30), with random Fourier features of an RBF prior.
+    """f(x) = w^T phi(x), w ~ N(m, L L^T) (eq. 30), with the random features of the prior kernel.
 
-    phi(x) = sqrt(s2 / H) [cos(x W), sin(x W)] ``[2H]`` with W_dj = omega_dj / l_d (eq. 31 and the
-    RFE paragraph of section 4.2). Trainable: the frequencies omega (drawn from N(0, 1)), the
-    lengthscales l (initialized from the prior kernel), m and the lower-triangular L (softplus
-    diagonal, stored by column blocks: ``BlockTril``). s2 is the prior kernel's variance at
-    construction, a fixed buffer. With S generators every parameter has a leading split dimension.
+    phi(x) = the kernel's ``feature_map`` of the projections x W, W_dj = omega_dj / l_d (eq. 31 and
+    the RFE paragraph of section 4.2): for an RBF sqrt(s2 / H) [cos(x W), sin(x W)] ``[2H]``.
+    Trainable: the frequencies omega (drawn by the feature map: N(0, 1) for an RBF), the lengthscales
+    l (initialized from the prior kernel), m and the lower-triangular L (softplus diagonal, stored by
+    column blocks: ``BlockTril``). s2 is the prior kernel's variance at construction, a fixed buffer,
+    or with ``live_variance`` the kernel's current variance at every call (the authors' code, where
+    the kernel learns online), its value only: no gradient reaches the kernel through the network,
+    whose hyperparameters learn from their own bound (section 3.3). The kernel is referenced, not a
+    submodule, so its parameters stay out of the network's. With S generators every parameter has a
+    leading split dimension.
 
     Args:
-        input_dim: D.
-        hidden_units: H, the number of frequencies (2H features).
-        lengthscale: the prior kernel's lengthscales ``[*batch, D]``, copied.
-        variance: the prior kernel's variance s2 ``[*batch]``, copied.
+        kernel: the prior kernel, with a ``feature_map``.
+        hidden_units: H, the number of frequencies (``feature_map.num_features(H)`` features).
         generators: draw omega and m (one per split; see ``gpstudy.generators``).
+        live_variance: read s2 from the kernel at every call instead of copying it.
     """
 
-    def __init__(
-        self,
-        input_dim: int,
-        hidden_units: int,
-        lengthscale: Tensor,
-        variance: Tensor,
-        generators: draws.Generators,
-    ):
+    def __init__(self, kernel: Kernel, hidden_units: int, generators: draws.Generators, live_variance: bool = False):
         super().__init__()
-        lengthscale = lengthscale.detach().clone()
+        lengthscale = kernel.lengthscale.detach().clone()
         batch_shape = draws.batch_shape(generators)
         self.hidden_units = hidden_units
-        self.frequencies = nn.Parameter(draws.randn((input_dim, hidden_units), generators, lengthscale))
+        self.feature_map = kernel.feature_map()
+        self.frequencies = nn.Parameter(
+            self.feature_map.draw_frequencies(kernel.input_dim, hidden_units, generators, lengthscale))
         self.raw_lengthscale = nn.Parameter(inverse_positive(lengthscale))
-        self.register_buffer("prior_variance", variance.detach().clone())
-        num_features = 2 * hidden_units
+        self.live_kernel = (kernel,) if live_variance else ()  # a tuple: not registered as a submodule
+        if not live_variance:
+            self.register_buffer("prior_variance", kernel.variance.detach().clone())
+        num_features = self.feature_map.num_features(hidden_units)
         self.weight_mean = nn.Parameter(WEIGHT_MEAN_INIT_STD * draws.randn((num_features,), generators, lengthscale))
         self.weight_scale = BlockTril(num_features, WEIGHT_SCALE_INIT, lengthscale, batch_shape)  # L
+
+    @property
+    def variance(self) -> Tensor:
+        """s2 ``[*batch]``: the kernel's current variance with ``live_variance`` (no gradient), else the copy."""
+        return self.live_kernel[0].variance.detach() if self.live_kernel else self.prior_variance
 
     @property
     def lengthscale(self) -> Tensor:
@@ -57,16 +63,15 @@ class RFE(InferenceNetwork):
 
     @property
     def weight_scale_tril(self) -> Tensor:
-        """L, the lower Cholesky factor of the weights' covariance ``[*batch, 2H, 2H]``."""
+        """L, the lower Cholesky factor of the weights' covariance ``[*batch, F, F]`` (F features)."""
         return self.weight_scale.dense()
 
     def features(self, x: Tensor) -> Tensor:
-        """phi(x) ``[*batch, n, 2H]`` for ``x`` ``[*batch, n, D]``."""
+        """phi(x) ``[*batch, n, F]`` for ``x`` ``[*batch, n, D]``."""
         projection = x @ (self.frequencies / self.lengthscale.unsqueeze(-1))  # x W, [*batch, n, H]
-        scale = (self.prior_variance / self.hidden_units).sqrt()[..., None, None]
-        return scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
+        return self.feature_map(projection, self.variance)
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The mean Phi m ``[*batch, n]`` and covariance factor Phi L ``[*batch, n, 2H]``."""
+        """The mean Phi m ``[*batch, n]`` and covariance factor Phi L ``[*batch, n, F]``."""
         phi = self.features(x)
         return (phi @ self.weight_mean.unsqueeze(-1)).squeeze(-1), self.weight_scale.left_multiply(phi)

@@ -1,18 +1,30 @@
-"""Every kernel passes the same battery (shapes, diag, PSD, gradients); RBF against its formula."""
+"""Every kernel passes the same battery (shapes, diag, PSD, gradients); each against its closed form."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
 from gpstudy import settings
-from gpstudy.kernels import KERNELS, RBF
+from gpstudy.kernels import KERNELS, RBF, ArcCosine, build_kernel
+from gpstudy.kernels.arccos import angular
 
 DTYPE = settings.DEFAULT_DTYPE
+LENGTHSCALE = np.array([0.5, 1.0, 2.0])
+VARIANCE = 1.7
 
 
 @pytest.fixture
 def inputs() -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
     return torch.randn(7, 3, generator=generator, dtype=DTYPE), torch.randn(5, 3, generator=generator, dtype=DTYPE)
+
+
+def gram(kernel_of_pair, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    """VARIANCE k(x1_i / l, x2_j / l) from a scalar function of two numpy vectors."""
+    a, b = x1.numpy() / LENGTHSCALE, x2.numpy() / LENGTHSCALE
+    return VARIANCE * torch.tensor([[kernel_of_pair(u, v) for v in b] for u in a], dtype=DTYPE)
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -23,7 +35,7 @@ def test_shapes_and_diag(name, inputs):
     assert kernel(x1).shape == (7, 7)
     torch.testing.assert_close(kernel(x1, diag=True), kernel(x1).diagonal())
     torch.testing.assert_close(kernel(x1, x2), kernel(x2, x1).mT)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="diag=True"):
         kernel(x1, x2, diag=True)
 
 
@@ -41,6 +53,11 @@ def test_leading_batch_dimension(name, inputs):
     kernel = KERNELS[name](3)
     batched = kernel(torch.stack([x1, 2 * x1]), torch.stack([x2, x2]))
     torch.testing.assert_close(batched[1], kernel(2 * x1, x2))
+    split_kernels = KERNELS[name](3, lengthscale=[0.5, 1.0, 2.0], variance=1.7, batch_shape=(2,))
+    assert split_kernels.lengthscale.shape == (2, 3) and split_kernels.variance.shape == (2,)
+    single = KERNELS[name](3, lengthscale=[0.5, 1.0, 2.0], variance=1.7)
+    torch.testing.assert_close(split_kernels(torch.stack([x1, x1]), diag=True)[1], single(x1, diag=True))
+    torch.testing.assert_close(split_kernels(torch.stack([x1, 2 * x1]))[1], single(2 * x1))
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -49,6 +66,36 @@ def test_gradients_reach_lengthscale_and_variance(name, inputs):
     kernel(*inputs).sum().backward()
     for parameter in kernel.parameters():
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_gradients_are_finite_at_the_diagonal_and_at_zero(name, inputs):
+    """k(x, x) has r2 = 0 (sqrt) and angle 0 (arccos) on its diagonal; x repeats a row and has a zero row."""
+    x1, x2 = inputs
+    x = torch.cat([x1, x1[:1], torch.zeros(1, 3, dtype=DTYPE)])
+    for matrix in (lambda k: k(x), lambda k: k(x, x2), lambda k: k(x, x), lambda k: k(x, diag=True)):
+        kernel = KERNELS[name](3, lengthscale=[0.5, 1.0, 2.0], variance=1.7)
+        values = matrix(kernel)
+        values.sum().backward()
+        assert torch.isfinite(values).all() and kernel.raw_variance.grad is not None
+        for parameter in kernel.parameters():  # a stationary diagonal does not depend on l
+            assert parameter.grad is None or torch.isfinite(parameter.grad).all()
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_dtype_follows_the_parameters(name, inputs):
+    x1, x2 = (x.float() for x in inputs)
+    kernel = KERNELS[name](3, dtype=torch.float32)
+    assert kernel(x1, x2).dtype == kernel(x1, diag=True).dtype == torch.float32
+    torch.testing.assert_close(kernel(x1, diag=True), kernel(x1).diagonal())
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_checkpoint_names_and_options_schema(name):
+    kernel = KERNELS[name](3)
+    assert set(kernel.state_dict()) == {"raw_lengthscale", "raw_variance"}
+    schema = KERNELS[name].options_schema
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
 
 
 def test_initial_values_are_the_constructor_arguments():
@@ -67,3 +114,95 @@ def test_rbf_matches_its_formula(inputs):
     expected = 1.7 * torch.exp(-0.5 * difference.square().sum(-1))
     torch.testing.assert_close(kernel(x1, x2), expected)
     torch.testing.assert_close(kernel(x1, diag=True), torch.full((7,), 1.7, dtype=DTYPE))
+
+
+MATERN = {  # R&W eq. 4.17 as functions of r
+    "matern32": lambda r: (1 + math.sqrt(3) * r) * math.exp(-math.sqrt(3) * r),
+    "matern52": lambda r: (1 + math.sqrt(5) * r + 5 * r**2 / 3) * math.exp(-math.sqrt(5) * r),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATERN))
+def test_matern_matches_its_formula(name, inputs):
+    x1, x2 = inputs
+    kernel = KERNELS[name](3, lengthscale=LENGTHSCALE.tolist(), variance=VARIANCE)
+    expected = gram(lambda u, v: MATERN[name](float(np.linalg.norm(u - v))), x1, x2)
+    torch.testing.assert_close(kernel(x1, x2), expected)
+    torch.testing.assert_close(kernel(x1), gram(lambda u, v: MATERN[name](float(np.linalg.norm(u - v))), x1, x1))
+    torch.testing.assert_close(kernel(x1, diag=True), torch.full((7,), VARIANCE, dtype=DTYPE))
+
+
+J = {  # AutoGP eq. 23 in closed form
+    0: lambda t: math.pi - t,
+    1: lambda t: math.sin(t) + (math.pi - t) * math.cos(t),
+    2: lambda t: 3 * math.sin(t) * math.cos(t) + (math.pi - t) * (1 + 2 * math.cos(t) ** 2),
+}
+
+
+def arccos_depth1(u: np.ndarray, v: np.ndarray, degree: int) -> float:
+    """kappa^(1) = |u|^d |v|^d J_d(angle) (AutoGP eqs. 21, 24)."""
+    norms = np.linalg.norm(u) * np.linalg.norm(v)
+    return norms**degree * J[degree](math.acos(np.clip(u @ v / norms, -1.0, 1.0)))
+
+
+def arccos_depth2(u: np.ndarray, v: np.ndarray, degree: int) -> float:
+    """kappa^(2) = (1 / pi) (kappa^(1)(u, u) kappa^(1)(v, v))^(d / 2) J_d(angle^(1)) (AutoGP eqs. 20, 22)."""
+    uu, vv, uv = arccos_depth1(u, u, degree), arccos_depth1(v, v, degree), arccos_depth1(u, v, degree)
+    return (uu * vv) ** (degree / 2) * J[degree](math.acos(np.clip(uv / math.sqrt(uu * vv), -1.0, 1.0))) / math.pi
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+@pytest.mark.parametrize("depth", [1, 2])
+def test_arccos_matches_the_recursion(degree, depth, inputs):
+    x1, x2 = inputs
+    kernel = ArcCosine(3, degree, depth, lengthscale=LENGTHSCALE.tolist(), variance=VARIANCE)
+    reference = {1: arccos_depth1, 2: arccos_depth2}[depth]
+    torch.testing.assert_close(kernel(x1, x2), gram(lambda u, v: reference(u, v, degree), x1, x2))
+    torch.testing.assert_close(kernel(x1), gram(lambda u, v: reference(u, v, degree), x1, x1))
+    diagonal = [VARIANCE * reference(u, u, degree) for u in x1.numpy() / LENGTHSCALE]
+    torch.testing.assert_close(kernel(x1, diag=True), torch.tensor(diagonal, dtype=DTYPE))
+
+
+def test_arccos_degree_zero_is_pi_minus_the_angle(inputs):
+    x1, x2 = inputs
+    cosine = (x1 @ x2.T) / (x1.norm(dim=-1)[:, None] * x2.norm(dim=-1)[None, :])
+    torch.testing.assert_close(ArcCosine(3, degree=0, depth=1)(x1, x2), math.pi - cosine.arccos())
+    torch.testing.assert_close(ArcCosine(3, degree=0, depth=1)(x1, diag=True), torch.full((7,), math.pi, dtype=DTYPE))
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_angular_closed_forms_follow_eq_23(degree):
+    """J_d = (-1)^d sin^(2d+1) t ((1 / sin t) d/dt)^d ((pi - t) / sin t), by automatic differentiation."""
+    t = torch.linspace(0.1, 3.0, 9, dtype=DTYPE, requires_grad=True)
+    value = (math.pi - t) / t.sin()
+    for _ in range(degree):
+        value = torch.autograd.grad(value.sum(), t, create_graph=True)[0] / t.sin()
+    expected = (-1) ** degree * t.sin() ** (2 * degree + 1) * value
+    torch.testing.assert_close(angular(degree, t.detach()), expected.detach())
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+@pytest.mark.parametrize("depth", [1, 3])
+def test_arccos_is_finite_and_psd_with_a_zero_input(degree, depth, inputs):
+    x = torch.cat([inputs[0], torch.zeros(1, 3, dtype=DTYPE)])
+    kernel = ArcCosine(3, degree, depth)
+    matrix = kernel(x)
+    assert torch.isfinite(matrix).all() and torch.isfinite(kernel(x, diag=True)).all()
+    assert torch.linalg.eigvalsh(matrix / matrix.diagonal().max()).min() > -1e-10
+
+
+def test_build_kernel_passes_options_and_rejects_bad_ones():
+    kernel = build_kernel("arccos", 3, {"degree": 0, "depth": 3}, dtype=torch.float32, batch_shape=(2,))
+    assert isinstance(kernel, ArcCosine) and (kernel.degree, kernel.depth) == (0, 3)
+    assert kernel.variance.shape == (2,) and kernel.variance.dtype == torch.float32
+    assert isinstance(build_kernel("matern52", 3, {}), KERNELS["matern52"])
+    with pytest.raises(ValueError, match="'laplace'.*arccos, matern32, matern52, rbf"):
+        build_kernel("laplace", 3, {})
+    for name, options in [("arccos", {"degree": 3}), ("arccos", {"depth": 0}), ("arccos", {"layers": 2}),
+                          ("rbf", {"degree": 1}), ("rbf", {"lengthscale": 2.0})]:
+        with pytest.raises(ValueError, match=f"kernel '{name}'"):
+            build_kernel(name, 3, options)
+    with pytest.raises(ValueError, match="ArcCosine needs .* integer depth >= 1, got 1 and 2.0"):
+        build_kernel("arccos", 3, {"depth": 2.0})
+    with pytest.raises(ValueError, match="ArcCosine needs degree in"):
+        ArcCosine(3, degree=3)

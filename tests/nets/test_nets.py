@@ -5,21 +5,54 @@ import math
 import pytest
 import torch
 
+from gpstudy import generators as draws
 from gpstudy import settings
-from gpstudy.kernels import RBF
+from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.kernels import RBF, ArcCosine, Kernel, build_kernel
 from gpstudy.nets import RFE, InferenceNetwork
 from gpstudy.nets.block_tril import BlockTril
 
 DTYPE = settings.DEFAULT_DTYPE
+WITH_FEATURES = {  # every kernel with a feature map: name -> (registry name, options)
+    "rbf": ("rbf", {}),
+    "matern32": ("matern32", {}),
+    "matern52": ("matern52", {}),
+    "arccos0": ("arccos", {"degree": 0}),
+    "arccos1": ("arccos", {"degree": 1}),
+    "arccos2": ("arccos", {"degree": 2}),
+}
 
 
-def build_rfe(hidden_units: int = 10, lengthscale=(0.5, 2.0), variance: float = 1.7, seed: int = 0) -> RFE:
-    kernel = RBF(len(lengthscale), lengthscale=list(lengthscale), variance=variance)
-    generator = torch.Generator().manual_seed(seed)
-    return RFE(kernel.input_dim, hidden_units, kernel.lengthscale, kernel.variance, generator)
+def build_kernel_2d(name: str, lengthscale=(0.5, 2.0), variance: float = 1.7) -> Kernel:
+    kernel = build_kernel(WITH_FEATURES[name][0], len(lengthscale), WITH_FEATURES[name][1])
+    with torch.no_grad():
+        kernel.raw_lengthscale.copy_(inverse_positive(torch.tensor(lengthscale, dtype=DTYPE)))
+        kernel.raw_variance.copy_(inverse_positive(torch.tensor(variance, dtype=DTYPE)))
+    return kernel
 
 
-NETWORKS = {"rfe": build_rfe}  # every network with a 2-D input
+def build_rfe(hidden_units: int = 10, lengthscale=(0.5, 2.0), variance: float = 1.7, seed: int = 0,
+              kernel: str = "rbf") -> RFE:
+    return RFE(build_kernel_2d(kernel, lengthscale, variance), hidden_units, torch.Generator().manual_seed(seed))
+
+
+NETWORKS = {  # every network with a 2-D input
+    "rfe": build_rfe,
+    "rfe_matern52": lambda: build_rfe(kernel="matern52"),
+    "rfe_arccos1": lambda: build_rfe(kernel="arccos1"),
+}
+
+
+def output_covariance(network: RFE, x: torch.Tensor) -> torch.Tensor:
+    """(Phi L)(Phi L)^T, the network's covariance without jitter."""
+    factor = network(x)[1]
+    return factor @ factor.mT
+
+
+def prior_covariance(network: RFE, x: torch.Tensor) -> torch.Tensor:
+    """phi(x) phi(x)^T: the network's covariance with q(w) = N(0, I), the random-feature prior."""
+    phi = network.features(x)
+    return phi @ phi.mT
 
 
 @pytest.fixture
@@ -78,3 +111,61 @@ def test_rfe_prior_approaches_the_rbf_kernel_as_features_grow():
         errors[hidden_units] = sum(seed_errors) / len(seed_errors)
     assert errors[2000] < errors[100] / 2.5  # Monte Carlo rate: sqrt(20) = 4.5
     assert errors[2000] < 0.02 * variance
+
+
+@pytest.mark.parametrize("name", sorted(WITH_FEATURES))
+def test_rfe_prior_approaches_each_kernel(name):
+    """Mean relative error of phi phi^T over 4 seeds: 2-6% at H = 2000 (a factor-2 kernel: 50-100%)."""
+    kernel = build_kernel_2d(name, lengthscale=(0.7, 1.5), variance=2.0)
+    x = 0.5 + torch.randn(8, 2, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
+    errors = {}
+    with torch.no_grad():
+        exact = kernel(x)
+        for hidden_units in (100, 2000):
+            networks = [RFE(kernel, hidden_units, torch.Generator().manual_seed(seed)) for seed in range(4)]
+            errors[hidden_units] = sum((prior_covariance(network, x) - exact).abs().mean() / exact.abs().mean()
+                                       for network in networks) / len(networks)
+    assert errors[2000] < errors[100] / 2.5  # Monte Carlo rate: sqrt(20) = 4.5
+    assert errors[2000] < 0.1
+
+
+def test_rfe_with_rbf_is_the_old_construction():
+    """omega ~ N(0, 1) then m ~ N(0, 1e-3^2) from the same generator; phi = sqrt(s2 / H) [cos, sin]."""
+    x = torch.randn(2, 6, 2, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    kernel = RBF(2, lengthscale=[0.5, 2.0], variance=1.7, batch_shape=(2,))
+    network = RFE(kernel, 30, [torch.Generator().manual_seed(s) for s in (0, 1)])
+    generators = [torch.Generator().manual_seed(s) for s in (0, 1)]
+    lengthscale, variance = kernel.lengthscale.detach(), kernel.variance.detach()
+    omega = draws.randn((2, 30), generators, lengthscale)
+    weight_mean = 1e-3 * draws.randn((60,), generators, lengthscale)
+    stored_lengthscale = positive(inverse_positive(lengthscale))  # l as the network stores it
+    projection = x @ (omega / stored_lengthscale.unsqueeze(-1))
+    features = (variance / 30).sqrt()[..., None, None] * torch.cat([projection.cos(), projection.sin()], dim=-1)
+    assert torch.equal(network.frequencies, omega) and torch.equal(network.weight_mean, weight_mean)
+    assert torch.equal(network.features(x), features)
+
+
+def test_rfe_feature_count_follows_the_feature_map():
+    network = build_rfe(hidden_units=30, kernel="arccos1")
+    assert network.frequencies.shape == (2, 30) and network.weight_mean.shape == (30,)
+    assert network.weight_scale_tril.shape == (30, 30)
+    assert network.features(torch.ones(4, 2, dtype=DTYPE)).shape == (4, 30)
+    with pytest.raises(ValueError, match="ArcCosine of depth 2 has no random-feature map"):
+        RFE(ArcCosine(2, degree=1, depth=2), 30, torch.Generator().manual_seed(0))
+
+
+def test_rfe_live_variance_reads_the_kernel(inputs):
+    kernel = RBF(2, lengthscale=[0.5, 2.0], variance=1.7)
+    live = RFE(kernel, 20, torch.Generator().manual_seed(0), live_variance=True)
+    copied = RFE(kernel, 20, torch.Generator().manual_seed(0))
+    kernel_parameters = {id(parameter) for parameter in kernel.parameters()}
+    assert not kernel_parameters & {id(parameter) for parameter in live.parameters()}
+    assert set(live.state_dict()) == set(copied.state_dict()) - {"prior_variance"}
+    before = output_covariance(live, inputs)
+    torch.testing.assert_close(before, output_covariance(copied, inputs))
+    with torch.no_grad():
+        kernel.raw_variance.copy_(inverse_positive(torch.tensor(3 * 1.7, dtype=DTYPE)))
+    torch.testing.assert_close(output_covariance(live, inputs), 3 * before)
+    torch.testing.assert_close(output_covariance(copied, inputs), before)
+    live(inputs)[1].sum().backward()  # the value only: hyperparameters learn from their own bound (section 3.3)
+    assert kernel.raw_variance.grad is None and kernel.raw_lengthscale.grad is None

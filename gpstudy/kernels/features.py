@@ -1,0 +1,79 @@
+"""Random-feature maps phi with E_omega[phi(x) . phi(x')] = k(x, x'), one per kernel family.
+
+A map draws the frequencies omega ``[*batch, D, H]`` of a unit-lengthscale kernel and turns the
+projections p = (x / l) omega ``[*batch, n, H]`` and the variance s2 ``[*batch]`` into features.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from gpstudy import generators as draws
+
+
+class FeatureMap:
+    """The interface: ``draw_frequencies``, ``num_features`` and ``__call__``."""
+
+    def draw_frequencies(self, input_dim: int, count: int, generators: draws.Generators, like: Tensor) -> Tensor:
+        """omega ``[*batch, D, count]`` for unit lengthscales, dtype and device of ``like``."""
+        raise NotImplementedError
+
+    def num_features(self, count: int) -> int:
+        """The number of features of ``count`` frequencies."""
+        raise NotImplementedError
+
+    def __call__(self, projection: Tensor, variance: Tensor) -> Tensor:
+        """phi ``[*batch, n, num_features]`` from p ``[*batch, n, count]`` and s2 ``[*batch]``."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class FourierFeatures(FeatureMap):
+    """Random Fourier features of a stationary kernel (Rahimi & Recht, 2007).
+
+    phi = sqrt(s2 / H) [cos p, sin p] ``[2H]``, omega drawn from the kernel's normalized spectral
+    density: N(0, I) for the RBF; for a Matern nu kernel the multivariate Student-t with 2 nu degrees
+    of freedom (R&W eq. 4.15), omega = z sqrt(2 nu / u), z ~ N(0, I), u ~ chi^2_{2 nu}.
+    """
+
+    degrees_of_freedom: int | None = None  # 2 nu of a Matern kernel; None: Gaussian frequencies (RBF)
+
+    def draw_frequencies(self, input_dim: int, count: int, generators: draws.Generators, like: Tensor) -> Tensor:
+        omega = draws.randn((input_dim, count), generators, like)
+        if self.degrees_of_freedom is None:
+            return omega
+        chi2 = draws.randn((self.degrees_of_freedom, count), generators, like).square().sum(-2, keepdim=True)
+        return omega * (self.degrees_of_freedom / chi2).sqrt()
+
+    def num_features(self, count: int) -> int:
+        return 2 * count
+
+    def __call__(self, projection: Tensor, variance: Tensor) -> Tensor:
+        scale = (variance / projection.shape[-1]).sqrt()[..., None, None]
+        return scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
+
+
+@dataclass(frozen=True)
+class ArcCosineFeatures(FeatureMap):
+    """Random features of the depth-1 arc-cosine kernel (Cho & Saul, 2009, eq. 1).
+
+    phi = sqrt(2 pi s2 / H) Theta(p) p^d ``[H]``, omega ~ N(0, I): Cho & Saul's
+    2 E[Theta(p) p^d Theta(p') p'^d] = (1 / pi) |x|^d |x'|^d J_d, so the factor 2 pi gives eq. 21 of
+    AutoGP (no 1 / pi), the kernel of ``ArcCosine``.
+    """
+
+    degree: int  # d in {0, 1, 2}
+
+    def draw_frequencies(self, input_dim: int, count: int, generators: draws.Generators, like: Tensor) -> Tensor:
+        return draws.randn((input_dim, count), generators, like)
+
+    def num_features(self, count: int) -> int:
+        return count
+
+    def __call__(self, projection: Tensor, variance: Tensor) -> Tensor:
+        scale = (2 * math.pi * variance / projection.shape[-1]).sqrt()[..., None, None]
+        if self.degree == 0:
+            return scale * (projection > 0).to(projection.dtype)
+        return scale * projection.clamp_min(0.0) ** self.degree
