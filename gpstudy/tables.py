@@ -1,6 +1,6 @@
 """Tables 3 and 4: our mean ± standard error over splits beside the paper's, as CSV, Markdown and LaTeX.
 
-``uci_table`` builds one tidy table; ``write_table`` lays it out like the paper (a row per data set, a
+``experiment_table`` builds one tidy table; ``write_table`` lays it out like the paper (a row per data set, a
 column per method and M) with one cell formatter that Markdown and LaTeX share, each with its own
 ``_Notation`` of symbols and escaping.
 """
@@ -41,7 +41,8 @@ def in_order(items: Iterable, preferred: Iterable) -> list:
 
 
 def mean_and_se(frame: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
-    """Mean, standard error std(ddof=1) / sqrt(n) and count n of ``value`` per group, NaN values skipped.
+    """Mean, standard error std / sqrt(n) and count n of ``value`` per group, NaN values skipped; std is the
+    population std (ddof 0), as in the authors' evaluation whose numbers the paper prints.
 
     Args:
         frame: one row per observation.
@@ -52,17 +53,18 @@ def mean_and_se(frame: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
         Columns ``by`` + mean, se, n; se is NaN where n = 1.
     """
     groups = frame.dropna(subset=[value]).groupby(by, sort=False)[value]
-    stats = groups.agg(mean="mean", std="std", n="count").reset_index()
-    stats["se"] = stats.pop("std") / np.sqrt(stats["n"])
+    stats = groups.agg(mean="mean", std=lambda values: values.std(ddof=0), n="count").reset_index()
+    stats["se"] = (stats.pop("std") / np.sqrt(stats["n"])).where(stats["n"] > 1)
     return stats[[*by, "mean", "se", "n"]]
 
 
-def uci_table(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+def experiment_table(runs: pd.DataFrame, experiment: str, metric: str) -> pd.DataFrame:
     """Our Table 3 (``metric="rmse"``) or 4 (``"test_ll"``) beside the paper's, one row per cell.
 
     Args:
-        runs: ``results/runs.csv``, one row per run; only ``experiment == "uci"`` rows are used,
+        runs: ``results/runs.csv``, one row per run; only the ``experiment``'s rows are used,
             statistics over ``status == "ok"`` rows, the others counted as failed.
+        experiment: the experiment tabulated (the paper's UCI study: ``"uci"``).
         metric: ``"rmse"`` or ``"test_ll"``.
 
     Returns:
@@ -70,7 +72,7 @@ def uci_table(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
         paper_mean, paper_se and agrees (nullable boolean, NA where either side has no mean or se).
         Every data set present times every (method, M) present, in the paper's order, extras after.
     """
-    uci = runs[runs["experiment"] == "uci"]
+    uci = runs[runs["experiment"] == experiment]
     ok = uci["status"] == "ok"
     datasets = in_order(uci["dataset"], paper_datasets()["dataset"])
     columns = in_order(zip(uci["method"], uci["M"]), paper_columns())
@@ -89,7 +91,7 @@ def uci_table(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def write_table(table: pd.DataFrame, stem: Path) -> None:
-    """Write ``uci_table``'s output as ``stem.csv`` (tidy), ``stem.md`` and ``stem.tex`` (the paper's layout)."""
+    """Write ``experiment_table``'s output as ``stem.csv`` (tidy), ``stem.md`` and ``stem.tex`` (the paper's layout)."""
     stem = Path(stem)
     for suffix, text in ((".csv", table.to_csv(index=False)), (".md", _markdown(table)), (".tex", _latex(table))):
         with atomic_path(stem.with_name(stem.name + suffix), suffix=suffix) as tmp:
@@ -155,7 +157,7 @@ def _caption(table: pd.DataFrame, notation: _Notation) -> str:
     counts = table.loc[table["n"] > 0, "n"]
     splits = "no" if counts.empty else "-".join(map(str, sorted({counts.min(), counts.max()})))
     caption = (f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over {splits} "
-               f"splits; the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
+               "splits (std with ddof 0 over sqrt(n), as the authors' evaluation); the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
                f"{AGREEMENT_SE:g} combined standard errors of it.")
     failed = table[table["failed"] > 0]
     if not failed.empty:

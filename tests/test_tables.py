@@ -1,4 +1,4 @@
-"""uci_table's statistics and agreement marks on a synthetic runs frame, and the files write_table writes."""
+"""experiment_table's statistics and agreement marks on a synthetic runs frame, and the files write_table writes."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpstudy.tables import mean_and_se, uci_table, write_table
+from gpstudy.tables import experiment_table, mean_and_se, write_table
 
 COLUMNS = ["experiment", "dataset", "method", "M", "split", "rmse", "test_ll", "status"]
 
@@ -36,25 +36,25 @@ def test_mean_and_se_over_groups_skip_nan():
     frame = pd.DataFrame({"group": ["a", "a", "a", "a", "b"], "value": [1.0, 2.0, 3.0, np.nan, 4.0]})
     stats = mean_and_se(frame, "value", ["group"]).set_index("group")
     assert stats.loc["a", "mean"] == 2.0
-    assert math.isclose(stats.loc["a", "se"], 1 / math.sqrt(3))  # std(ddof=1) of 1, 2, 3 is 1
+    assert math.isclose(stats.loc["a", "se"], math.sqrt(2 / 3) / math.sqrt(3))  # std(ddof=0) of 1, 2, 3 is sqrt(2/3)
     assert stats.loc["a", "n"] == 3
     assert stats.loc["b", "n"] == 1 and np.isnan(stats.loc["b", "se"])
 
 
 def test_rows_and_columns_in_the_papers_order_then_extras(runs):
-    table = uci_table(runs, "rmse")
+    table = experiment_table(runs, "uci", "rmse")
     assert list(dict.fromkeys(table["dataset"])) == ["boston", "concrete", "wine_white"]
     assert list(dict.fromkeys(zip(table["method"], table["M"]))) == [("svgp", 100), ("gpnet", 100), ("svgp", 50)]
     assert len(table) == 9 and set(table["metric"]) == {"rmse"}
 
 
 def test_statistics_failures_and_agreement(runs):
-    table = uci_table(runs, "rmse")
+    table = experiment_table(runs, "uci", "rmse")
     agreeing = _cell(table, "boston", "svgp", 100)
     assert (agreeing["n"], agreeing["failed"], agreeing["mean"]) == (3, 1, 2.0)
-    assert math.isclose(agreeing["se"], 1 / math.sqrt(3))
+    assert math.isclose(agreeing["se"], math.sqrt(2 / 3) / math.sqrt(3))  # values 1, 2, 3: ddof 0
     assert (agreeing["paper_mean"], agreeing["paper_se"]) == (2.897, 0.132)
-    assert agreeing["agrees"]  # |2 - 2.897| = 0.897 <= 2 sqrt(1/3 + 0.132^2) = 1.185
+    assert agreeing["agrees"]  # |2 - 2.897| = 0.897 <= 2 sqrt(2/9 + 0.132^2) = 0.98
     disagreeing = _cell(table, "boston", "gpnet", 100)
     assert disagreeing["mean"] == 11.0 and not disagreeing["agrees"]
     single = _cell(table, "concrete", "svgp", 100)
@@ -64,7 +64,7 @@ def test_statistics_failures_and_agreement(runs):
 
 
 def test_write_table_csv_md_tex(runs, tmp_path):
-    table = uci_table(runs, "rmse")
+    table = experiment_table(runs, "uci", "rmse")
     write_table(table, tmp_path / "table3")
     csv = pd.read_csv(tmp_path / "table3.csv")
     numbers = ["M", "n", "failed", "mean", "se", "paper_mean", "paper_se"]
@@ -75,12 +75,12 @@ def test_write_table_csv_md_tex(runs, tmp_path):
     assert rows[0] == "| Data set | N | D | SVGP 100 | GPNet 100 | SVGP 50 |"
     assert [row.split(" | ")[:3] for row in rows[2:]] == [
         ["| Boston", "506", "12"], ["| Concrete", "1030", "8"], ["| wine_white", "", ""]]
-    assert "| 2.000 ± 0.577 (2.897 ± 0.132) ✓ | 11.000 ± 0.577 (2.786 ± 0.142) ✗ | — |" in rows[2]
+    assert "| 2.000 ± 0.471 (2.897 ± 0.132) ✓ | 11.000 ± 0.471 (2.786 ± 0.142) ✗ | — |" in rows[2]
     assert "| 5.768 ± n/a (5.768 ± 0.094) |" in rows[3]
     assert "Failed runs left out (1): Boston SVGP 100: 1." in markdown
 
     tex = (tmp_path / "table3.tex").read_text(encoding="utf-8")
-    assert r"2.000 $\pm$ 0.577 (2.897 $\pm$ 0.132) \checkmark & 11.000 $\pm$ 0.577 (2.786 $\pm$ 0.142) $\times$" in tex
+    assert r"2.000 $\pm$ 0.471 (2.897 $\pm$ 0.132) \checkmark & 11.000 $\pm$ 0.471 (2.786 $\pm$ 0.142) $\times$" in tex
     assert r"wine\_white &  &  & " in tex
     assert r"\begin{tabular}{lrrlll}" in tex
     assert [line for line in tex.splitlines() if line.endswith(r"\\")][0].startswith("Data set & N & D")
