@@ -1,11 +1,13 @@
 """gpstudy: regenerate the GPNet paper's study. See README.md."""
 
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+configfile: os.path.join(workflow.basedir, "config.yaml")  # every default; a --configfile is merged over it
 
 
 report: "report/workflow.rst"

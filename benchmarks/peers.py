@@ -34,6 +34,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -43,12 +44,15 @@ try:
 except ImportError:
     sys.exit("benchmarks/peers.py needs GPyTorch: pip install -e '.[bench]'")
 
+from gpstudy.config import load_config
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.memory import keep_freed_memory
-from gpstudy.methods import Method, MethodConfig, build_method
+from gpstudy.methods import Method, build_method
+from gpstudy.training import run_settings
 
 D, LR, NOISE_STD, WARMUP = 8, 0.003, 0.1, 5
+STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # SVGP's default options
 
 Batch = tuple[Tensor, Tensor]
 Step = Callable[[Tensor, Tensor], Tensor]  # one Adam step on (x_batch, y_batch); returns -ELBO / N, detached
@@ -88,7 +92,7 @@ def make_batches(n: int, batch_size: int, count: int, x: Tensor, y: Tensor) -> l
 def build_ours(x: Tensor, y: Tensor, M: int) -> Method:
     """gpstudy's SVGP with its default kernel and noise; inducing points at k-means centres."""
     kernel, likelihood = RBF(D, dtype=x.dtype).to(x.device), GaussianLikelihood(dtype=x.dtype).to(x.device)
-    config = MethodConfig(M=M, n_train=x.shape[0])
+    config = run_settings(STUDY, None, method="svgp", M=M).method_config(x.shape[0])
     return build_method("svgp", x, y, kernel, likelihood, config, torch.Generator().manual_seed(0)).to(x.device)
 
 

@@ -16,16 +16,20 @@ says what the batch costs per iteration relative to one split alone.
 import argparse
 import time
 from collections import Counter
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
+from gpstudy.config import load_config
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.memory import keep_freed_memory
-from gpstudy.methods import MethodConfig, build_method
-from gpstudy.training import fit
+from gpstudy.methods import build_method
+from gpstudy.training import fit, run_settings
+
+STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # the methods' default options
 
 D, BATCH, HIDDEN = 8, 500, 1000  # STUDY.md's UCI settings
 aten = torch.ops.aten
@@ -68,7 +72,8 @@ def build(method_name: str, M: int, n: int, splits: int, device: torch.device):
     y = torch.sin(x.sum(-1))
     kernel = RBF(D, batch_shape=(splits,)).to(device)
     likelihood = GaussianLikelihood(batch_shape=(splits,)).to(device)
-    config = MethodConfig(M=M, n_train=n, hidden_units=HIDDEN, measurement="train")
+    network = {"hidden_units": HIDDEN, "measurement": "train"} if method_name != "svgp" else {}
+    config = run_settings(STUDY, None, method=method_name, M=M, **network).method_config(n)
     return build_method(method_name, x, y, kernel, likelihood, config, generators).to(device), x, y, generators
 
 

@@ -5,42 +5,35 @@ import logging
 from pathlib import Path
 
 import torch
-import yaml
 
 from gpstudy import paths
-from gpstudy.config import data_plan, validate_config
+from gpstudy.config import data_plan, dataset_of, load_config
 from gpstudy.data import DATASETS, fetch_dataset, prepare_split, prepare_table
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import METHODS
 from gpstudy.training import run_job, run_settings
 
+CONFIG_HELP = ("config files, merged in order as Snakemake merges --configfile over config.yaml "
+               "(default: config.yaml; the quick study: config.yaml configs/quick.yaml)")
 RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{splits}"  # default --out of `gpstudy train` ({splits}: 0-1-2)
 
 
 def ensure_split(config: dict, dataset: str, split: int) -> Path:
     """Fetch, read and split ``dataset`` as the config says, skipping files already made; the split's path."""
-    plan = data_plan(config, dataset)
+    plan, spec = data_plan(config, dataset), dataset_of(config, dataset)
     if split not in plan.splits:
         raise ValueError(f"{dataset} has splits {list(plan.splits)} under this config, not {split}")
     fields = {"dataset": dataset, "protocol": plan.protocol}
     manifest, table = Path(paths.RAW_MANIFEST.format(**fields)), Path(paths.TABLE.format(**fields))
     output = Path(paths.SPLIT.format(split=split, **fields))
     if not manifest.exists():
-        fetch_dataset(dataset, plan.protocol, manifest.parent, manifest, mirror=config.get("mirror"))
+        fetch_dataset(spec, plan.protocol, manifest.parent, manifest, mirror=config.get("mirror"))
     if not table.exists():
-        prepare_table(dataset, plan.protocol, manifest.parent, table)
+        prepare_table(spec, plan.protocol, manifest.parent, table)
     if not output.exists():
-        prepare_split(dataset, plan.protocol, split, table, manifest.parent, output, seed=config["seed"],
+        prepare_split(spec, plan.protocol, split, table, manifest.parent, output, seed=config["seed"],
                       train_size=plan.train_size, test_size=plan.test_size)
     return output
-
-
-def load_config(path: Path, overrides: dict) -> dict:
-    """A config file with command-line overrides, validated."""
-    config = yaml.safe_load(path.read_text())
-    config.update({key: value for key, value in overrides.items() if value is not None})
-    validate_config(config)
-    return config
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,19 +42,19 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("datasets", help="list the registered data sets")
     prepare = commands.add_parser("prepare", help="fetch a data set and write its splits under data/")
-    prepare.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    prepare.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     prepare.add_argument("--splits", type=int, nargs="*", help="split indices (default: all of the config's)")
-    prepare.add_argument("--config", type=Path, default=Path("config.yaml"), help="study config file")
+    prepare.add_argument("--config", type=Path, nargs="+", default=[Path("config.yaml")], help=CONFIG_HELP)
     prepare.add_argument("--mirror", help="local directory or file:// URL tried before the network")
     train = commands.add_parser("train", help="train one method on splits (one batch); write metrics.json")
-    train.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    train.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     train.add_argument("--split", type=int, nargs="+", default=[0],
                        help="split indices, trained as one batch (default: 0)")
     train.add_argument("--method", required=True, choices=sorted(METHODS))
     train.add_argument("--M", type=int, required=True, help="inducing or measurement points")
     train.add_argument("--iterations", type=int, help="Adam steps (default: the config's)")
     train.add_argument("--device", help="auto | cpu | cuda | cuda:K (default: the config's)")
-    train.add_argument("--config", type=Path, default=Path("config.yaml"), help="study config file")
+    train.add_argument("--config", type=Path, nargs="+", default=[Path("config.yaml")], help=CONFIG_HELP)
     train.add_argument("--mirror", help="local directory or file:// URL tried before the network")
     train.add_argument("--out", type=Path, help=f"run folder (default {RUN_DIR}); with several splits, "
                        "one folder per split in it: OUT/split{s}/metrics.json")
@@ -72,14 +65,14 @@ def main(argv: list[str] | None = None) -> None:
         for dataset in DATASETS.values():
             print(f"{dataset.name:10s} {dataset.task:15s} protocol={dataset.protocol} shape={dataset.shape}")
     elif args.command == "prepare":
-        config = load_config(args.config, {"mirror": args.mirror})
+        config = load_config(*args.config, overrides={"mirror": args.mirror})
         for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
             print(ensure_split(config, args.dataset, split))
     elif args.command == "train":
         keep_freed_memory()
         if args.threads:
             torch.set_num_threads(args.threads)
-        config = load_config(args.config, {"mirror": args.mirror})
+        config = load_config(*args.config, overrides={"mirror": args.mirror})
         settings = run_settings(config, args.dataset, method=args.method, M=args.M, iterations=args.iterations,
                                 device=args.device)
         splits = sorted(set(args.split))

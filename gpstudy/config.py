@@ -1,14 +1,32 @@
-"""Study configuration: validated against ``config.schema.yaml`` before any job runs."""
+"""Study configuration: ``config.yaml`` holds every default, and is validated before any job runs.
 
+The schema (``config.schema.yaml``) is completed from the registries: each method's options are its
+``options_schema`` fragment. After the schema, every training job's settings are resolved and
+checked: the kernel, the likelihood and the method by name, the kernel's options by its own schema,
+the likelihood against the data set's task and against what the method supports.
+"""
+
+import copy
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-from gpstudy.data.registry import DATASETS, get_dataset
+from gpstudy import paths
+from gpstudy.data.registry import DATASETS, Dataset, get_dataset
 from gpstudy.methods import METHODS
+
+SPLIT_KEYS = ("protocol", "splits", "train_size", "test_size")  # a data set's options that shape its splits
+OUTPUT_FILES = {  # an experiment's output -> its files
+    "tables": [paths.TABLES + ext for ext in (".csv", ".md", ".tex")],
+    "violins": [paths.VIOLINS + ext for ext in (".png", ".pdf")],
+    "posteriors": [paths.POSTERIORS + ext for ext in (".png", ".pdf")],
+}
+TABLE_METRICS = ("rmse", "test_ll")  # the metrics of the `tables` output
+USER_DATASET_KEYS = ("source", "format", "target", "task")  # a data set's options that define a user data set
 
 
 class ConfigError(ValueError):
@@ -25,13 +43,57 @@ class DataPlan:
     test_size: int | None = None  # random protocol: test rows (default the rest)
 
 
-def load_schema() -> dict:
-    """The JSON schema of a study configuration."""
+def load_config(*files: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Config files merged in order (nested keys merged, as Snakemake's ``--configfile`` does), then
+    ``overrides`` (None values ignored), validated."""
+    config: dict[str, Any] = {}
+    for path in files:
+        merge(config, yaml.safe_load(Path(path).read_text()) or {})
+    merge(config, {key: value for key, value in (overrides or {}).items() if value is not None})
+    validate_config(config)
+    return config
+
+
+def merge(config: dict, changes: dict) -> None:
+    """Update ``config`` in place with ``changes``, merging nested mappings key by key."""
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            merge(config[key], value)
+        else:
+            config[key] = copy.deepcopy(value)
+
+
+def training_keys() -> dict[str, dict]:
+    """The settings every run has (the schema's ``training`` section), name -> schema."""
+    return _raw_schema()["$defs"]["training"]["properties"]
+
+
+def object_schema(properties: dict[str, dict], required: bool = True) -> dict:
+    """The JSON schema of an object of exactly these properties (all of them required, unless not)."""
+    return {"type": "object", "additionalProperties": False, "properties": properties,
+            **({"required": sorted(properties)} if required else {})}
+
+
+def _raw_schema() -> dict:
     return yaml.safe_load(resources.files("gpstudy").joinpath("config.schema.yaml").read_text())
 
 
+def load_schema() -> dict:
+    """The JSON schema of a study configuration, each registered method's options filled in."""
+    schema = _raw_schema()
+    training = schema["$defs"]["training"]
+    schema["properties"]["training"] = {**training, "required": sorted(training["properties"])}
+    dataset = schema["properties"]["dataset_options"]["additionalProperties"]["properties"]
+    for name, method in METHODS.items():
+        options = method.options_schema
+        schema["properties"]["methods"]["properties"][name] = object_schema(options)
+        dataset["methods"]["properties"][name] = object_schema({**training["properties"], **options}, required=False)
+        dataset.update({**training["properties"], **options})  # at the data set's level: for every method that has it
+    return schema
+
+
 def validate_config(config: dict[str, Any]) -> None:
-    """Check a configuration against the schema and the data set registry.
+    """Check a configuration against the schema, the registries and itself.
 
     Raises:
         ConfigError: naming the offending key (e.g. ``$.datasets[1]``) and what is wrong with it.
@@ -41,27 +103,68 @@ def validate_config(config: dict[str, Any]) -> None:
     if errors:
         raise ConfigError("invalid configuration:\n" + "\n".join(
             f"  config key {e.json_path}: {e.message}" for e in errors))
-    named = [("datasets", config["datasets"], DATASETS, "data set"),
-             ("dataset_options", config.get("dataset_options", {}), DATASETS, "data set"),
-             ("method_options", config.get("method_options", {}), METHODS, "method")]
-    for name, experiment in config.get("experiments", {}).items():
-        named += [(f"experiments.{name}.datasets", experiment["datasets"], DATASETS, "data set"),
-                  (f"experiments.{name}.methods", experiment["methods"], METHODS, "method")]
-    for key, names, registry, kind in named:
+    known = set(DATASETS) | set(user_datasets(config))
+    named = [("datasets", config["datasets"]), ("dataset_options", config.get("dataset_options", {}))]
+    named += [(f"experiments.{name}.datasets", spec["datasets"]) for name, spec in config["experiments"].items()]
+    for key, names in named:
         for index, name in enumerate(names):
-            if name not in registry:
+            if name not in known:
                 where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
-                raise ConfigError(f"invalid configuration:\n  config key {where}: unknown {kind} "
-                                  f"{name!r}; known: {', '.join(sorted(registry))}")
+                raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
+                                  f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)")
+    for name, spec in config["experiments"].items():
+        for method in spec["methods"]:
+            if method not in METHODS:
+                raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.methods.{method}: "
+                                  f"unknown method {method!r}; known: {', '.join(sorted(METHODS))}")
+    for name, spec in config["experiments"].items():
+        if "posteriors" in spec.get("outputs", []) and len(spec["datasets"]) != 1:
+            raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
+                              f"one data set of one input, not {len(spec['datasets'])}")
+    for name, options in user_datasets(config).items():
+        missing = [key for key in USER_DATASET_KEYS if key not in options]
+        if missing:
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: a user data set "
+                              f"(one with a `source`) needs {', '.join(missing)}")
+    from gpstudy.training.settings import SettingsError, run_settings  # settings are built from a valid config
+
+    for job in study_jobs(config):
+        try:
+            run_settings(config, job.dataset, method=job.method, M=job.M).check(dataset_of(config, job.dataset))
+        except SettingsError as error:
+            raise ConfigError(f"invalid configuration:\n  experiment {job.experiment!r}, data set {job.dataset!r}, "
+                              f"method {job.method!r}: {error}") from None
+
+
+def user_datasets(config: dict[str, Any]) -> dict[str, dict]:
+    """The data sets a config defines itself (those with a ``source`` in ``dataset_options``), name -> options."""
+    return {name: options for name, options in config.get("dataset_options", {}).items() if "source" in options}
+
+
+def dataset_of(config: dict[str, Any], name: str) -> Dataset:
+    """The data set ``name``: one the config defines (``user_datasets``), else the registry's."""
+    options = config.get("dataset_options", {}).get(name, {})
+    return get_dataset(name, options if "source" in options else None)
 
 
 def data_plan(config: dict[str, Any], name: str) -> DataPlan:
     """The protocol and splits of data set ``name`` under a (validated) configuration."""
     options = config.get("dataset_options", {}).get(name, {})
-    registered = get_dataset(name).protocol
+    registered = dataset_of(config, name).protocol
     protocol = options.get("protocol", registered if registered == "given" else config["split_protocol"])
     splits = 1 if protocol == "given" else options.get("splits", config["splits"])
     return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"))
+
+
+def experiment_targets(config: dict[str, Any]) -> list[str]:
+    """The files of every experiment that trains something: its learning curves and its ``outputs``."""
+    targets = []
+    for experiment in sorted({job.experiment for job in study_jobs(config)}):
+        targets.append(paths.CURVES_FIGURE.format(experiment=experiment))
+        for output in config["experiments"][experiment].get("outputs", []):
+            targets += [pattern.format(experiment=experiment, metric=metric) for pattern in OUTPUT_FILES[output]
+                        for metric in (TABLE_METRICS if "{metric}" in pattern else (None,))]
+    return targets
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,5 @@
 """Measurement-point samplers c(x) for GPNet and FBNN (section 3.3, appendix B.2)."""
 
-import math
-
 import torch
 from torch import Tensor, nn
 
@@ -12,9 +10,9 @@ class MeasurementSampler(nn.Module):
     """c(x): draws the measurement points X_M afresh at every iteration (per split in a batch)."""
 
     @classmethod
-    def build(cls, x_train: Tensor, lengthscale: Tensor, box: tuple | None) -> "MeasurementSampler":
-        """The sampler from the training inputs ``[*batch, N, D]``, prior lengthscales ``[*batch, D]`` and
-        the box's corners ``(low, high)``, each ``[*batch, D]`` in standardized units."""
+    def build(cls, x_train: Tensor, noise_std: Tensor, box: tuple | None) -> "MeasurementSampler":
+        """The sampler from the training inputs ``[*batch, N, D]``, the noise std ``[*batch, D]`` of noisy
+        inputs and the box's corners ``(low, high)``, each ``[*batch, D]`` in standardized units."""
         raise NotImplementedError
 
     def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
@@ -37,7 +35,7 @@ class TrainingInputs(MeasurementSampler):
         self.register_buffer("x_train", x_train, persistent=False)
 
     @classmethod
-    def build(cls, x_train: Tensor, lengthscale: Tensor, box: tuple | None) -> "TrainingInputs":
+    def build(cls, x_train: Tensor, noise_std: Tensor, box: tuple | None) -> "TrainingInputs":
         return cls(x_train)
 
     def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
@@ -46,23 +44,24 @@ class TrainingInputs(MeasurementSampler):
 
 
 class NoisyTrainingInputs(TrainingInputs):
-    """Training inputs convolved with the prior RBF kernel: x_n + N(0, diag(l^2 / 2)) (appendix B.2).
+    """Training inputs with Gaussian noise: x_n + N(0, diag(s^2)); appendix B.2 takes s = l / sqrt(2)
+    from the pretrained lengthscales l (the training inputs convolved with the prior RBF kernel).
 
-    The lengthscales are the pretrained ones, fixed at construction (kept in the state dict) and not
-    adapted when hyperparameters are learned online.
+    The noise std is fixed at construction (kept in the state dict), not adapted when hyperparameters
+    are learned online.
 
     Args:
         x_train: ``[*batch, N, D]``.
-        lengthscale: the prior kernel's lengthscales ``[*batch, D]``.
+        noise_std: s ``[*batch, D]``.
     """
 
-    def __init__(self, x_train: Tensor, lengthscale: Tensor):
+    def __init__(self, x_train: Tensor, noise_std: Tensor):
         super().__init__(x_train)
-        self.register_buffer("noise_std", lengthscale.detach() / math.sqrt(2))
+        self.register_buffer("noise_std", noise_std.detach().clone())
 
     @classmethod
-    def build(cls, x_train: Tensor, lengthscale: Tensor, box: tuple | None) -> "NoisyTrainingInputs":
-        return cls(x_train, lengthscale)
+    def build(cls, x_train: Tensor, noise_std: Tensor, box: tuple | None) -> "NoisyTrainingInputs":
+        return cls(x_train, noise_std)
 
     def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
         points = super().forward(num_points, generators)
@@ -84,7 +83,7 @@ class UniformBox(MeasurementSampler):
         self.register_buffer("high", high)
 
     @classmethod
-    def build(cls, x_train: Tensor, lengthscale: Tensor, box: tuple | None) -> "UniformBox":
+    def build(cls, x_train: Tensor, noise_std: Tensor, box: tuple | None) -> "UniformBox":
         if box is None:
             raise ValueError("measurement 'box' needs config.box = (low, high)")
         low, high = (torch.as_tensor(corner, dtype=x_train.dtype, device=x_train.device) for corner in box)
@@ -96,23 +95,23 @@ class UniformBox(MeasurementSampler):
 
 
 SAMPLERS: dict[str, type[MeasurementSampler]] = {
-    "noisy": NoisyTrainingInputs,  # training inputs + N(0, l^2/2): pretraining on
+    "noisy": NoisyTrainingInputs,  # training inputs + N(0, s^2): pretraining on
     "train": TrainingInputs,  # plain training inputs: pretraining off
     "box": UniformBox,  # uniform in config.box: Snelson
 }
 
 
 def build_measurement_sampler(
-    name: str, x_train: Tensor, lengthscale: Tensor, box: tuple | None = None
+    name: str, x_train: Tensor, noise_std: Tensor, box: tuple | None = None
 ) -> MeasurementSampler:
     """The sampler called ``name`` ("noisy", "train" or "box").
 
     Args:
         name: a key of ``SAMPLERS``.
         x_train: training inputs ``[*batch, N, D]``.
-        lengthscale: the (pretrained) prior lengthscales ``[*batch, D]``.
+        noise_std: the noise std ``[*batch, D]`` of "noisy" (appendix B.2: the prior lengthscales / sqrt 2).
         box: ``(low, high)`` corners ``[*batch, D]`` (nested sequences), for "box" only.
     """
     if name not in SAMPLERS:
         raise ValueError(f"unknown measurement sampler {name!r}; known: {sorted(SAMPLERS)}")
-    return SAMPLERS[name].build(x_train, lengthscale, box)
+    return SAMPLERS[name].build(x_train, noise_std, box)

@@ -13,3 +13,7 @@ RUN = BATCH + "/" + SPLIT_FOLDER + "/metrics.json"  # one split's run
 CHECKPOINT = BATCH + ".checkpoint.pt"  # a running job's state (beside its folder); removed when it finishes
 RUNS = "results/runs.csv"  # every run, one row each
 CURVES = "results/learning_curves.csv"  # every run's learning curve, one row per evaluation
+CURVES_FIGURE = "results/figures/learning_curves_{experiment}.png"  # every experiment's learning curves
+TABLES = "results/tables/{experiment}_{metric}"  # an experiment's `tables` output (Tables 3-4), + .csv .md .tex
+VIOLINS = "results/figures/{experiment}_violins"  # its `violins` output (Figure 3), + .png .pdf
+POSTERIORS = "results/figures/{experiment}"  # its `posteriors` output (Figure 4), + .png .pdf

@@ -28,16 +28,17 @@ CURVE_PANELS_PER_ROW = 4  # learning-curve panels side by side
 LOG_ITERATIONS_ABOVE = 100.0  # iteration axis is logarithmic when max / min positive iteration exceeds this
 
 
-def uci_violins(runs: pd.DataFrame, png: Path, pdf: Path) -> None:
+def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path) -> None:
     """Figure 3: per data set, violins over splits of RMSE (top) and test log-likelihood (bottom).
 
     Args:
-        runs: ``results/runs.csv``; one panel per data set of its ``experiment == "uci"`` rows, whose
+        runs: ``results/runs.csv``; one panel per data set of the ``experiment``'s rows, whose
             ``status == "ok"`` rows are drawn; the number of the others is noted in the title.
+        experiment: the experiment drawn (the paper's UCI study: ``"uci"``).
         png: output PNG.
         pdf: output PDF.
     """
-    uci = runs[runs["experiment"] == "uci"]
+    uci = runs[runs["experiment"] == experiment]
     ok = uci[uci["status"] == "ok"]
     ok = ok.assign(label=[method_label(method, m) for method, m in zip(ok["method"], ok["M"])])
     datasets = in_order(uci["dataset"], paper_datasets()["dataset"])
@@ -64,7 +65,7 @@ def uci_violins(runs: pd.DataFrame, png: Path, pdf: Path) -> None:
     _save(figure, png, pdf)
 
 
-def snelson_figure(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.ndarray,
+def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.ndarray,
                    y_train: np.ndarray, png: Path, pdf: Path) -> None:
     """Figure 4: a grid of posteriors, rows methods (SVGP, GPNet, FBNN), columns M (ascending).
 

@@ -7,10 +7,10 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import inverse_positive
+from gpstudy.gaussian import positive
 from gpstudy.io import read_json
 from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.likelihoods import GaussianLikelihood, Likelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 
 
@@ -50,37 +50,40 @@ def pretrain_hyperparameters(
         optimizer.step()
 
 
-def hyperparameters_to_dict(kernel: Kernel, likelihood: GaussianLikelihood) -> dict[str, list | float]:
-    """The constrained hyperparameters as JSON-able numbers: lengthscale (list), variance, noise_variance
-    (with a leading list over the splits of a batch)."""
-    return {
-        "lengthscale": kernel.lengthscale.detach().cpu().tolist(),
-        "variance": kernel.variance.detach().cpu().tolist(),
-        "noise_variance": likelihood.noise_variance.detach().cpu().tolist(),
-    }
+def hyperparameters_to_dict(kernel: Kernel, likelihood: Likelihood) -> dict[str, dict]:
+    """The kernel's and the likelihood's state dicts as JSON-able nested lists (raw, unconstrained
+    values; with a leading list over the splits of a batch): ``{"kernel": {...}, "likelihood": {...}}``."""
+    return {part: {name: value.detach().cpu().tolist() for name, value in module.state_dict().items()}
+            for part, module in (("kernel", kernel), ("likelihood", likelihood))}
 
 
-def stack_hyperparameters(per_split: list[dict]) -> dict[str, list]:
+def load_hyperparameters(kernel: Kernel, likelihood: Likelihood, hyperparameters: dict[str, dict]) -> None:
+    """Set kernel and likelihood in place from ``hyperparameters_to_dict``'s output (of the same batch shape)."""
+    for part, module in (("kernel", kernel), ("likelihood", likelihood)):
+        state = module.state_dict()
+        module.load_state_dict({name: torch.as_tensor(value, dtype=state[name].dtype, device=state[name].device)
+                                for name, value in hyperparameters[part].items()})
+
+
+def stack_hyperparameters(per_split: list[dict[str, dict]]) -> dict[str, dict]:
     """One split's ``hyperparameters_to_dict`` each -> one dict of a batch (a leading list over splits)."""
-    return {key: [hyperparameters[key] for hyperparameters in per_split] for key in per_split[0]}
+    return {part: {name: [split[part][name] for split in per_split] for name in per_split[0][part]}
+            for part in per_split[0]}
 
 
-def unstack_hyperparameters(batch: dict[str, list]) -> list[dict]:
+def unstack_hyperparameters(batch: dict[str, dict]) -> list[dict[str, dict]]:
     """The inverse of ``stack_hyperparameters``."""
-    return [dict(zip(batch, values)) for values in zip(*batch.values())]
+    size = len(next(iter(next(iter(batch.values())).values())))
+    return [{part: {name: values[s] for name, values in state.items()} for part, state in batch.items()}
+            for s in range(size)]
 
 
-def load_hyperparameters(kernel: Kernel, likelihood: GaussianLikelihood, hyperparameters: dict) -> None:
-    """Set kernel and noise in place from ``hyperparameters_to_dict``'s output (of the same batch shape)."""
-    with torch.no_grad():
-        for raw, value in (
-            (kernel.raw_lengthscale, hyperparameters["lengthscale"]),
-            (kernel.raw_variance, hyperparameters["variance"]),
-            (likelihood.raw_noise_variance, hyperparameters["noise_variance"]),
-        ):
-            value = torch.as_tensor(value, dtype=raw.dtype, device=raw.device)
-            value = value.reshape(value.shape + (1,) * (raw.ndim - value.ndim))  # one lengthscale for all D
-            raw.copy_(inverse_positive(value))
+def readable_hyperparameters(kernel: Kernel, likelihood: Likelihood) -> dict[str, list | float]:
+    """Every positive hyperparameter by its constrained name (``raw_lengthscale`` -> ``lengthscale``),
+    as JSON-able numbers (with a leading list over the splits of a batch)."""
+    return {name.removeprefix("raw_"): positive(value).detach().cpu().tolist()
+            for module in (kernel, likelihood) for name, value in module.named_parameters()
+            if name.startswith("raw_")}
 
 
 def read_hyperparameters(files: Iterable[str | Path]) -> dict | None:

@@ -1,4 +1,4 @@
-"""Aggregation: the tidy run table, then the paper's tables and figures."""
+"""Aggregation: the tidy run table, then each experiment's tables and figures (its `outputs`)."""
 
 
 localrules:
@@ -23,64 +23,64 @@ rule collect:
         "../scripts/collect.py"
 
 
-rule uci_tables:
+rule tables:
     input:
         paths.RUNS,
     output:
-        rmse=report(multiext("results/tables/uci_rmse", ".csv", ".md", ".tex"),
-                    caption="../report/uci_tables.rst", category="Tables"),
-        test_ll=report(multiext("results/tables/uci_test_ll", ".csv", ".md", ".tex"),
-                       caption="../report/uci_tables.rst", category="Tables"),
+        rmse=report(multiext(paths.TABLES.replace("{metric}", "rmse"), ".csv", ".md", ".tex"),
+                    caption="../report/tables.rst", category="Tables"),
+        test_ll=report(multiext(paths.TABLES.replace("{metric}", "test_ll"), ".csv", ".md", ".tex"),
+                       caption="../report/tables.rst", category="Tables"),
     log:
-        "logs/aggregate/uci_tables.log",
+        "logs/aggregate/tables_{experiment}.log",
     benchmark:
-        "results/benchmarks/aggregate/uci_tables.tsv"
+        "results/benchmarks/aggregate/tables_{experiment}.tsv"
     conda:
         "../environment.yml"
     script:
-        "../scripts/uci_tables.py"
+        "../scripts/tables.py"
 
 
-rule uci_violins:
+rule violins:
     input:
         paths.RUNS,
     output:
-        png=report("results/figures/uci_violins.png", caption="../report/uci_violins.rst", category="Figures"),
-        pdf="results/figures/uci_violins.pdf",
+        png=report(f"{paths.VIOLINS}.png", caption="../report/violins.rst", category="Figures"),
+        pdf=f"{paths.VIOLINS}.pdf",
     log:
-        "logs/aggregate/uci_violins.log",
+        "logs/aggregate/violins_{experiment}.log",
     benchmark:
-        "results/benchmarks/aggregate/uci_violins.tsv"
+        "results/benchmarks/aggregate/violins_{experiment}.tsv"
     conda:
         "../environment.yml"
     script:
-        "../scripts/uci_violins.py"
+        "../scripts/violins.py"
 
 
-rule snelson_figure:
+rule posteriors:
     input:
-        **snelson_inputs(),
+        unpack(posterior_inputs),
     output:
-        png=report("results/figures/snelson.png", caption="../report/snelson.rst", category="Figures"),
-        pdf="results/figures/snelson.pdf",
+        png=report(f"{paths.POSTERIORS}.png", caption="../report/posteriors.rst", category="Figures"),
+        pdf=f"{paths.POSTERIORS}.pdf",
     params:
-        runs=run_files("snelson"),
+        runs=lambda wildcards: run_files(wildcards.experiment),
+        settings=lambda wildcards: asdict(posterior_reference(wildcards)),
     log:
-        "logs/aggregate/snelson_figure.log",
+        "logs/aggregate/posteriors_{experiment}.log",
     benchmark:
-        "results/benchmarks/aggregate/snelson_figure.tsv"
+        "results/benchmarks/aggregate/posteriors_{experiment}.tsv"
     conda:
         "../environment.yml"
     script:
-        "../scripts/snelson_figure.py"
+        "../scripts/posteriors.py"
 
 
 rule learning_curves:
     input:
         paths.CURVES,
     output:
-        report("results/figures/learning_curves_{experiment}.png", caption="../report/learning_curves.rst",
-               category="Figures"),
+        report(paths.CURVES_FIGURE, caption="../report/learning_curves.rst", category="Figures"),
     log:
         "logs/aggregate/learning_curves_{experiment}.log",
     benchmark:

@@ -3,12 +3,12 @@
 from dataclasses import asdict
 
 from gpstudy import paths
-from gpstudy.config import data_plan, splits_of, study_jobs, validate_config
+from gpstudy.config import data_plan, experiment_targets, splits_of, study_jobs, validate_config
+from gpstudy.data import PROTOCOLS
 from gpstudy.training import run_settings
 
 validate_config(config)
 
-PROTOCOLS = ["random", "index_files", "given"]
 JOBS = study_jobs(config)
 EXPERIMENTS = sorted({job.experiment for job in JOBS})
 
@@ -19,7 +19,7 @@ wildcard_constraints:
     split=r"\d+",
     splits=r"\d+-\d+",
     experiment="|".join(EXPERIMENTS) or "none",
-    method="[a-z]+",
+    method="[a-z][a-z0-9_]*",
     M=r"\d+",
 
 
@@ -91,20 +91,23 @@ def run_files(experiment=None):
             if experiment in (None, job.experiment) for split in job.splits]
 
 
-def snelson_inputs():
-    """What Figure 4 draws: the Snelson jobs, its split, and the reference's hyperparameters."""
-    reference = run_settings(config, "snelson", method="gpnet", M=1)
-    return {"runs": batch_dirs("snelson"), "split": split_path("snelson", 0),
-            "hyperparameters": [pretrained_path("snelson", 0)] if reference.pretrain else []}
+def posterior_dataset(wildcards):
+    """The one data set of an experiment with the ``posteriors`` output."""
+    return config["experiments"][wildcards.experiment]["datasets"][0]
+
+
+def posterior_reference(wildcards):
+    """The settings of the exact-GP reference drawn beside the posteriors: the data set's, as pretrained."""
+    return run_settings(config, posterior_dataset(wildcards), method="exact", M=1)
+
+
+def posterior_inputs(wildcards):
+    """What a posteriors figure draws: the experiment's jobs, split 0, and the reference's hyperparameters."""
+    dataset = posterior_dataset(wildcards)
+    return {"runs": batch_dirs(wildcards.experiment), "split": split_path(dataset, 0),
+            "hyperparameters": [pretrained_path(dataset, 0)] if posterior_reference(wildcards).pretrain else []}
 
 
 def final_targets():
-    """The study's outputs: tables and figures of the experiments configured."""
-    targets = [paths.RUNS, paths.CURVES]
-    targets += expand("results/figures/learning_curves_{experiment}.png", experiment=EXPERIMENTS)
-    if "uci" in EXPERIMENTS:
-        targets += expand("results/tables/uci_{metric}.{ext}", metric=["rmse", "test_ll"], ext=["csv", "md", "tex"])
-        targets += expand("results/figures/uci_violins.{ext}", ext=["png", "pdf"])
-    if "snelson" in EXPERIMENTS:
-        targets += expand("results/figures/snelson.{ext}", ext=["png", "pdf"])
-    return targets
+    """The study's outputs: the run tables, and each experiment's learning curves and configured outputs."""
+    return [paths.RUNS, paths.CURVES, *experiment_targets(config)]

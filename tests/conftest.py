@@ -1,4 +1,4 @@
-"""Shared fixtures: the study's data copies beside the repo, and a local HTTP server."""
+"""Shared fixtures: the study's config (every default), the data copies beside the repo, a local HTTP server."""
 
 import functools
 import http.server
@@ -7,8 +7,35 @@ from pathlib import Path
 
 import pytest
 
+from gpstudy.config import load_config
+from gpstudy.methods import MethodConfig
+from gpstudy.training import RunSettings, run_settings
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def study_config() -> dict:
+    """``config.yaml``, validated: where every default lives."""
+    return load_config(REPO / "config.yaml")
+
+
+@pytest.fixture(scope="session")
+def settings_for(study_config):
+    """``settings_for(method, M, **changes)``: a run's settings, config.yaml's defaults then ``changes``."""
+    def make(method: str, M: int, **changes) -> RunSettings:
+        return run_settings(study_config, None, method=method, M=M, **changes)
+    return make
+
+
+@pytest.fixture(scope="session")
+def method_config(settings_for):
+    """``method_config(method, M, n_train, **changes)``: a method's config from config.yaml's defaults
+    and ``changes`` (a ``box`` is taken as given, in standardized units)."""
+    def make(method: str, M: int, n_train: int, **changes) -> MethodConfig:
+        return MethodConfig(M=M, n_train=n_train, options=settings_for(method, M, **changes).options)
+    return make
 
 
 @pytest.fixture(scope="session")

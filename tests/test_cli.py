@@ -16,7 +16,7 @@ def test_datasets_lists_the_registry(capsys):
 
 def test_train_one_run(tmp_path, monkeypatch, shared_data, capsys):
     monkeypatch.chdir(tmp_path)
-    main(["train", "--config", str(REPO / "configs/quick.yaml"), "--dataset", "snelson", "--method", "gpnet",
+    main(["train", "--config", str(REPO / "config.yaml"), str(REPO / "configs/quick.yaml"), "--dataset", "snelson", "--method", "gpnet",
           "--M", "5", "--iterations", "30", "--mirror", str(shared_data)])
     run = tmp_path / "results/cli/snelson/gpnet/M5/split0"
     metrics = json.loads((run / "metrics.json").read_text())
@@ -29,7 +29,7 @@ def test_train_one_run(tmp_path, monkeypatch, shared_data, capsys):
 
 def test_train_several_splits_as_one_batch(tmp_path, monkeypatch, shared_data, capsys):
     monkeypatch.chdir(tmp_path)
-    main(["train", "--config", str(REPO / "configs/quick.yaml"), "--dataset", "boston", "--method", "svgp",
+    main(["train", "--config", str(REPO / "config.yaml"), str(REPO / "configs/quick.yaml"), "--dataset", "boston", "--method", "svgp",
           "--M", "10", "--iterations", "20", "--split", "0", "1", "--mirror", str(shared_data)])
     out = tmp_path / "results/cli/boston/svgp/M10/split0-1"
     metrics = [json.loads((out / f"split{s}/metrics.json").read_text()) for s in (0, 1)]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.config import ConfigError, TrainJob, data_plan, splits_of, study_jobs, validate_config
+from gpstudy.config import ConfigError, TrainJob, data_plan, load_config, merge, splits_of, study_jobs, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -18,9 +18,24 @@ def with_changes(**changes):
     return config
 
 
-@pytest.mark.parametrize("path", ["config.yaml", "configs/quick.yaml"])
-def test_shipped_configs_are_valid(path):
-    validate_config(yaml.safe_load((REPO / path).read_text()))
+def test_shipped_configs_are_valid():
+    validate_config(BASE)
+    quick = load_config(REPO / "config.yaml", REPO / "configs/quick.yaml")  # an overlay, as snakemake merges it
+    assert quick["splits"] == 2 and quick["training"]["batch_size"] == 100 and quick["training"]["kernel"] == "rbf"
+    assert quick["methods"]["gpnet"]["hidden_units"] == 50 and quick["methods"]["gpnet"]["beta0"] == 1.0
+    assert quick["experiments"]["uci"]["methods"] == BASE["experiments"]["uci"]["methods"]
+
+
+def test_merge_is_nested_and_replaces_lists():
+    config = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    merge(config, {"a": {"c": [3]}, "e": 2})
+    assert config == {"a": {"b": 1, "c": [3]}, "d": 1, "e": 2}
+
+
+def with_nested(**changes):
+    config = copy.deepcopy(BASE)
+    merge(config, changes)
+    return config
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -35,8 +50,14 @@ def test_shipped_configs_are_valid(path):
      r"\$\.experiments\.uci\.methods\.gpnet\[0\]: 0 is less than the minimum of 1"),
     ({"experiments": {"uci": {"datasets": ["bostn"], "methods": {"gpnet": [5]}}}},
      r"\$\.experiments\.uci\.datasets\[0\]: unknown data set 'bostn'"),
-    ({"method_options": {"svgpp": {}}}, r"\$\.method_options\.svgpp: unknown method"),
-    ({"training": {"beta0": 2.0}}, r"\$\.training\.beta0: 2\.0 is greater than the maximum of 1"),
+    ({"methods": {"svgpp": {}}}, r"\$\.methods: Additional properties .*'svgpp' was unexpected"),
+    ({"methods": {"gpnet": {"beta0": 2.0}}}, r"\$\.methods\.gpnet\.beta0: 2\.0 is greater than the maximum of 1"),
+    ({"methods": {"gpnet": {"hidden_units": 10}}}, r"\$\.methods\.gpnet: 'beta0' is a required property"),
+    ({"training": {"lr": 0.1}}, r"\$\.training: 'batch_size' is a required property"),
+    ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"Od-SVGP": [5]}}}},
+     r"\$\.experiments\.uci\.methods: 'Od-SVGP' does not match"),
+    ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"od_svgp": [5]}}}},
+     r"experiments\.uci\.methods\.od_svgp: unknown method 'od_svgp'; known: exact, fbnn, gpnet, svgp"),
     ({"device": "gpu"}, r"\$\.device: 'gpu' does not match"),
     ({"splits_per_job": 0}, r"\$\.splits_per_job: 0 is less than the minimum of 1"),
     ({"jobs_per_gpu": 0}, r"\$\.jobs_per_gpu: 0 is less than the minimum of 1"),
@@ -71,3 +92,39 @@ def test_data_plan():
     assert snelson.splits == (0,) and snelson.train_size == 100
     assert data_plan(config, "mnist").protocol == "given" and data_plan(config, "mnist").splits == (0,)
     assert data_plan(with_changes(split_protocol="index_files"), "concrete").protocol == "index_files"
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"training": {"kernel": "rbff"}}, r"data set 'snelson', method 'svgp': unknown kernel 'rbff'; known: arccos"),
+    ({"training": {"kernel": "arccos", "kernel_options": {"degree": 3}}}, r"kernel_options of 'arccos', \$\.degree"),
+    ({"training": {"likelihood": "softmax", "likelihood_options": {"classes": 3}}}, r"likelihood 'softmax' is for classification, but data set 'snelson'"),
+    ({"dataset_options": {"boston": {"beta00": 0.1}}}, r"\$\.dataset_options\.boston: .*'beta00' was unexpected"),
+    ({"dataset_options": {"boston": {"methods": {"svgp": {"beta0": 0.1}}}}},
+     r"\$\.dataset_options\.boston\.methods\.svgp: .*'beta0' was unexpected"),
+    ({"methods": {"gpnet": {"objective": "natural"}}}, r"\$\.methods\.gpnet\.objective: 'natural' is not one of"),
+    ({"dataset_options": {"mine": {"source": {"sha256": "0" * 64}, "format": "csv"}}, "datasets": ["mine"]},
+     r"\$\.dataset_options\.mine: a user data set \(one with a `source`\) needs target, task"),
+])
+def test_settings_that_do_not_fit_name_the_run(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(with_nested(**changes))
+
+
+def test_a_regression_method_on_a_classification_data_set_fails_before_any_job():
+    config = with_nested(datasets=["mnist"], experiments={"images": {"datasets": ["mnist"], "methods": {"svgp": [10]}}})
+    with pytest.raises(ConfigError, match=r"data set 'mnist', method 'svgp': method 'svgp' .*cannot train with "
+                                          r"likelihood 'softmax'; it supports gaussian"):
+        validate_config(config)
+    without_likelihood = copy.deepcopy(config)
+    without_likelihood["dataset_options"]["mnist"] = {"likelihood": "gaussian"}
+    with pytest.raises(ConfigError, match=r"likelihood 'gaussian' is for regression, but data set 'mnist' is a "
+                                          "classification task"):
+        validate_config(without_likelihood)
+
+
+def test_a_user_data_set_is_a_known_data_set():
+    config = with_nested(datasets=["mine"], dataset_options={"mine": {
+        "source": {"url": "https://example.org/mine.csv", "sha256": "0" * 64}, "format": "csv", "target": -1,
+        "task": "regression"}}, experiments={"uci": {"datasets": ["boston", "mine"]}})
+    validate_config(config)
+    assert [job.dataset for job in study_jobs(config)] == ["mine"] * 5 and data_plan(config, "mine").splits == tuple(range(20))

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpstudy.plots import CURVE_PANEL, DPI, SNELSON_PANEL, VIOLIN_PANEL, learning_curves, snelson_figure, uci_violins
+from gpstudy.plots import CURVE_PANEL, DPI, SNELSON_PANEL, VIOLIN_PANEL, learning_curves, posteriors, violins
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -32,7 +32,7 @@ def _runs(datasets: list[str]) -> pd.DataFrame:
 
 @pytest.mark.parametrize("datasets", [["energy", "boston"], ["yacht"]])  # some of the paper's; one without PBP
 def test_uci_violins(tmp_path, datasets):
-    uci_violins(_runs(datasets), tmp_path / "fig3.png", tmp_path / "fig3.pdf")
+    violins(_runs(datasets), "uci", tmp_path / "fig3.png", tmp_path / "fig3.pdf")
     panels = len(datasets) + 1  # and power
     _assert_png(tmp_path / "fig3.png", VIOLIN_PANEL[0] * panels, VIOLIN_PANEL[1] * 2)  # rows: RMSE, test LL
     _assert_pdf(tmp_path / "fig3.pdf")
@@ -45,7 +45,7 @@ def test_snelson_figure_with_some_methods_and_sizes(tmp_path):
         for method in ("fbnn", "gpnet") for m in (20, 5)])
     reference = pd.DataFrame({"x": x, "mean": np.sin(x), "var_f": 0.01, "var_y": 0.06})
     x_train = np.linspace(0.0, 6.0, 20)
-    snelson_figure(predictions, reference, x_train, np.sin(x_train), tmp_path / "fig4.png", tmp_path / "fig4.pdf")
+    posteriors(predictions, reference, x_train, np.sin(x_train), tmp_path / "fig4.png", tmp_path / "fig4.pdf")
     _assert_png(tmp_path / "fig4.png", SNELSON_PANEL[0] * 2, SNELSON_PANEL[1] * 2)  # 2 methods x 2 M
     _assert_pdf(tmp_path / "fig4.pdf")
 

@@ -2,13 +2,15 @@
 
 import json
 
+import pytest
 import torch
 
 from gpstudy import settings
-from gpstudy.kernels import RBF
+from gpstudy.kernels import KERNELS, RBF, build_kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
-from gpstudy.pretrain import hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters
+from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
+                              readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
 
 DTYPE = settings.DEFAULT_DTYPE
 TRUE_LENGTHSCALE, TRUE_NOISE = 0.4, 0.01
@@ -50,11 +52,30 @@ def test_pretraining_is_reproducible_from_the_generator():
 def test_hyperparameters_round_trip_through_json():
     kernel, likelihood = RBF(2, lengthscale=[0.3, 4.0], variance=2.5), GaussianLikelihood(0.02)
     saved = json.loads(json.dumps(hyperparameters_to_dict(kernel, likelihood)))
-    assert set(saved) == {"lengthscale", "variance", "noise_variance"}
-    values = [*saved["lengthscale"], saved["variance"], saved["noise_variance"]]
-    assert all(isinstance(value, float) for value in values)
+    assert saved == {"kernel": {"raw_lengthscale": saved["kernel"]["raw_lengthscale"],
+                                "raw_variance": saved["kernel"]["raw_variance"]},
+                     "likelihood": {"raw_noise_variance": saved["likelihood"]["raw_noise_variance"]}}  # state dicts
     restored_kernel, restored_likelihood = RBF(2), GaussianLikelihood()
     load_hyperparameters(restored_kernel, restored_likelihood, saved)
     torch.testing.assert_close(restored_kernel.lengthscale, kernel.lengthscale, rtol=1e-12, atol=0)
     torch.testing.assert_close(restored_kernel.variance, kernel.variance, rtol=1e-12, atol=0)
     torch.testing.assert_close(restored_likelihood.noise_variance, likelihood.noise_variance, rtol=1e-12, atol=0)
+    readable = readable_hyperparameters(kernel, likelihood)
+    assert readable["lengthscale"] == pytest.approx([0.3, 4.0]) and set(readable) == {"lengthscale", "variance",
+                                                                                     "noise_variance"}
+    assert (readable["variance"], readable["noise_variance"]) == pytest.approx((2.5, 0.02))
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_every_kernel_round_trips_as_a_batch(name):
+    """Each kernel owns its hyperparameters: a batch's state splits into per-split dicts and back."""
+    kernels = [build_kernel(name, 2, {}, DTYPE, (2,)) for _ in range(2)]
+    likelihoods = [GaussianLikelihood(0.1, batch_shape=(2,)) for _ in range(2)]
+    with torch.no_grad():
+        for parameter in kernels[0].parameters():
+            parameter.add_(torch.arange(parameter.numel(), dtype=DTYPE).reshape(parameter.shape) / 10)
+    per_split = unstack_hyperparameters(hyperparameters_to_dict(kernels[0], likelihoods[0]))
+    assert len(per_split) == 2
+    load_hyperparameters(kernels[1], likelihoods[1], stack_hyperparameters(per_split))
+    for restored, original in zip(kernels[1].state_dict().values(), kernels[0].state_dict().values()):
+        torch.testing.assert_close(restored, original, rtol=0, atol=0)

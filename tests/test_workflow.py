@@ -57,7 +57,7 @@ def test_dry_run_of_the_full_study_plans_every_job(tmp_path):
         "split": 7 * 20 + 1,  # 7 UCI sets x 20 splits + Snelson's one draw
         "pretrain": 4 * 20 + 1,  # Boston, Concrete, Kin8nm, Protein and Snelson pretrain
         "train": 7 * 5 + 3 * 3,  # UCI: 5 (method, M) per data set, 20 splits in each job; Snelson: 3 x 3
-        "collect": 1, "uci_tables": 1, "uci_violins": 1, "snelson_figure": 1, "learning_curves": 2, "all": 1,
+        "collect": 1, "tables": 1, "violins": 1, "posteriors": 1, "learning_curves": 2, "all": 1,
         "total": 289,
     }
 
@@ -66,7 +66,7 @@ def test_dry_run_with_overrides(tmp_path):
     run = snakemake(tmp_path, "-n", "--config", "datasets=[boston]", "splits=3", "iterations=50", "device=cpu")
     assert run.returncode == 0, run.stderr
     counts = job_counts(run.stdout)
-    assert counts["train"] == 5 and counts["split"] == 3 and "snelson_figure" not in counts
+    assert counts["train"] == 5 and counts["split"] == 3 and "posteriors" not in counts
     one_per_split = snakemake(tmp_path, "-n", "--config", "datasets=[boston]", "splits=3", "splits_per_job=1")
     assert job_counts(one_per_split.stdout)["train"] == 3 * 5, one_per_split.stderr
 
@@ -140,6 +140,15 @@ def test_quick_study_figures_are_real_images(quick_study):
         assert width > 300 and height > 200
     snelson = pd.read_csv(quick_study / "results/snelson/snelson/gpnet/M5/splits0-0/split0/predictions.csv")
     assert len(snelson) == 301 and snelson["x"].min() == -3 and snelson["x"].max() == 10
+
+
+def test_snelson_methods_share_the_exact_gps_pretrained_hyperparameters(quick_study):
+    """Section 5.1: every method on Snelson starts from the pretrained hyperparameters and keeps them,
+    SVGP too, so each posterior can be set beside the exact GP's."""
+    runs = {method: json.loads((quick_study / f"results/snelson/snelson/{method}/M5/splits0-0/split0/metrics.json")
+                               .read_text())["hyperparameters"] for method in ("svgp", "gpnet", "fbnn")}
+    assert runs["svgp"] == runs["gpnet"] == runs["fbnn"]
+    assert runs["svgp"]["lengthscale"] != [1.0]  # pretrained, not the initial values
 
 
 def test_report_renders_the_figures_and_tables(quick_study, shared_data):

@@ -4,7 +4,7 @@ import logging
 from pathlib import Path
 
 from gpstudy.data.fetch import fetch_file, sha256_of
-from gpstudy.data.registry import get_dataset
+from gpstudy.data.registry import Dataset
 from gpstudy.data.split import make_split, read_table, save_split, split_rows
 from gpstudy.data.table import load_table, save_table
 from gpstudy.io import write_json
@@ -12,28 +12,27 @@ from gpstudy.io import write_json
 log = logging.getLogger(__name__)
 
 
-def fetch_dataset(name: str, protocol: str, raw: Path, manifest: Path, mirror: str | None = None) -> None:
+def fetch_dataset(dataset: Dataset, protocol: str, raw: Path, manifest: Path, mirror: str | None = None) -> None:
     """Fetch every file a data set needs under ``protocol`` into ``raw``; list them in ``manifest``."""
     files = {}
-    for spec in get_dataset(name).files(protocol):
-        path = fetch_file(name, spec, raw, mirror)
+    for spec in dataset.files(protocol):
+        path = fetch_file(dataset.name, spec, raw, mirror)
         files[spec.path] = sha256_of(path)
-    write_json(manifest, {"dataset": name, "protocol": protocol, "sha256": files})
+    write_json(manifest, {"dataset": dataset.name, "protocol": protocol, "sha256": files})
 
 
-def prepare_table(name: str, protocol: str, raw: Path, output: Path) -> None:
+def prepare_table(dataset: Dataset, protocol: str, raw: Path, output: Path) -> None:
     """Read a data set's raw files once into a compact table."""
-    table = read_table(get_dataset(name), protocol, raw)
-    log.info("%s: table of %d rows x %d features", name, *table.x.shape)
+    table = read_table(dataset, protocol, raw)
+    log.info("%s: table of %d rows x %d features", dataset.name, *table.x.shape)
     save_table(output, table)
 
 
-def prepare_split(name: str, protocol: str, split: int, table_path: Path, raw: Path, output: Path, *,
+def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path, raw: Path, output: Path, *,
                   seed: int = 0, train_size: int | None = None, test_size: int | None = None) -> None:
     """Write split ``split`` of a data set, standardized with training statistics."""
-    dataset = get_dataset(name)
     table = load_table(table_path)
     train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size,
                              test_size=test_size, raw=raw)
-    info = {"dataset": name, "split": split, "protocol": protocol, "seed": seed}
+    info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed}
     save_split(output, make_split(table, train, test, dataset.standardize, info))

@@ -7,7 +7,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from gpstudy.data import airline, images, uci
+from gpstudy.data import airline, images, uci, user
 from gpstudy.data.fetch import FileSpec, Source
 from gpstudy.data.table import Table
 
@@ -23,6 +23,7 @@ class Dataset:
     task: str = "regression"  # "regression" (x and y standardized) or "classification"
     protocol: str = "random"  # the split protocol when the config names none for this data set
     shape: tuple[int, int] | None = None  # (N, D) of the table, checked after reading
+    own_files: tuple[FileSpec, ...] = ()  # a user data set's files (the registry's are in files.tsv)
 
     @property
     def standardize(self) -> bool:
@@ -32,7 +33,7 @@ class Dataset:
     def files(self, protocol: str) -> tuple[FileSpec, ...]:
         """The files a split protocol needs: the originals, or the benchmark table and index files."""
         part = "index_files" if protocol == "index_files" else "original"
-        specs = _file_specs().get((self.name, part), ())
+        specs = self.own_files if part == "original" and self.own_files else _file_specs().get((self.name, part), ())
         if not specs:
             raise ValueError(f"data set {self.name!r} has no files for the {protocol!r} split protocol")
         return specs
@@ -53,8 +54,11 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
 )}
 
 
-def get_dataset(name: str) -> Dataset:
-    """The registered data set ``name``; the error lists the known ones."""
+def get_dataset(name: str, options: dict | None = None) -> Dataset:
+    """The registered data set ``name``; the error lists the known ones. With ``options`` (a config's
+    ``dataset_options`` entry that has a ``source``), the user's own data set of that name."""
+    if options is not None:
+        return Dataset(name, user.user_reader(options), task=options["task"], own_files=(user.file_spec(options),))
     try:
         return DATASETS[name]
     except KeyError:

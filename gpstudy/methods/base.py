@@ -1,7 +1,8 @@
 """The interface every inference method implements, and what the network-based methods share."""
 
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -10,23 +11,26 @@ from gpstudy import generators as draws
 from gpstudy.gaussian import kl_divergence_of_covariances
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.measurement import build_measurement_sampler
-from gpstudy.nets import RFE
+from gpstudy.measurement import SAMPLERS, build_measurement_sampler
+from gpstudy.nets import NETWORKS
 
 
 @dataclass(frozen=True)
 class MethodConfig:
-    """What a method needs beyond data, kernel and likelihood."""
+    """What a method needs beyond data, kernel and likelihood: M, N and its own options, read as
+    attributes (``config.beta0``); the options are those of the method's ``options_schema``."""
 
     M: int  # inducing (SVGP) or measurement (GPNet, FBNN) points
     n_train: int  # N, the training-set size
-    beta0: float = 1.0  # GPNet: beta_t = beta0 / (1 + xi sqrt(t-1))
-    xi: float = 1.0  # GPNet: decay of beta_t
-    hidden_units: int = 1000  # RFE frequencies H, 2H features (20 for Snelson)
-    measurement: str = "noisy"  # c(x): "noisy" | "train" | "box"
-    box: tuple | None = None  # (low, high) for "box", each [*batch, D] in standardized units
-    online_hyperparameters: bool = False  # GPNet, FBNN: learn kernel and noise during training
-    objective: str = "conjugate"  # GPNet: "conjugate" (eq. 8-11) or "elbo" (section 3.2, L_t)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "options":  # not yet set (copy, unpickling)
+            raise AttributeError(name)
+        try:
+            return self.options[name]
+        except KeyError:
+            raise AttributeError(f"the method's options have no {name!r}; they are {sorted(self.options)}") from None
 
 
 class Method(nn.Module):
@@ -49,6 +53,12 @@ class Method(nn.Module):
     """
 
     name: ClassVar[str]
+    options_schema: ClassVar[dict[str, dict]] = {}  # the method's own options: name -> JSON schema
+
+    @classmethod
+    def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The likelihoods (names in ``gpstudy.likelihoods.LIKELIHOODS``) the method trains with."""
+        return ("gaussian",)
 
     def __init__(
         self,
@@ -115,12 +125,27 @@ def function_space_elbo(
 
 
 class InferenceNetworkMethod(Method):
-    """A method that trains an RFE network q_gamma(f) at Z = [X_B; X_M] (GPNet, FBNN).
+    """A method that trains an inference network q_gamma(f) at Z = [X_B; X_M] (GPNet, FBNN).
 
     The network is initialized from the kernel (lengthscales, variance); the kernel and noise are
     trained only if ``config.online_hyperparameters`` (``requires_grad`` is set accordingly), by
     whatever gradient the subclass's loss gives them.
     """
+
+    options_schema = {
+        "network": {"enum": sorted(NETWORKS), "description": "the inference network"},
+        "hidden_units": {"type": "integer", "minimum": 1, "description": "RFE: hidden units (frequencies) H"},
+        "live_variance": {"type": "boolean",
+                          "description": "RFE: s2 follows the kernel's variance (else fixed at the prior's)"},
+        "measurement": {"enum": sorted(SAMPLERS), "description": "the measurement-point sampler c(x)"},
+        "measurement_noise": {"type": "number", "exclusiveMinimum": 0,
+                              "description": "noisy c(x): noise std in lengthscales (appendix B.2: 1/sqrt 2)"},
+        "box": {"description": "box c(x): [[low, ...], [high, ...]] in the data's units",
+                "oneOf": [{"type": "null"},
+                          {"type": "array", "minItems": 2, "maxItems": 2,
+                           "items": {"type": "array", "items": {"type": "number"}, "minItems": 1}}]},
+        "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise during training"},
+    }
 
     def __init__(
         self,
@@ -134,10 +159,10 @@ class InferenceNetworkMethod(Method):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
         kernel.requires_grad_(config.online_hyperparameters)
         likelihood.requires_grad_(config.online_hyperparameters)
-        lengthscale, variance = kernel.lengthscale.detach(), kernel.variance.detach()
-        self.network = RFE(x_train.shape[-1], config.hidden_units, lengthscale, variance, generators)
+        self.network = NETWORKS[config.network](kernel, config.hidden_units, generators,
+                                                live_variance=config.live_variance)
         self.measurement_sampler = build_measurement_sampler(
-            config.measurement, x_train, lengthscale, config.box
+            config.measurement, x_train, kernel.lengthscale.detach() * config.measurement_noise, config.box
         )
 
     def measurement_set(self, x_batch: Tensor, generators: draws.Generators) -> Tensor:
@@ -145,5 +170,5 @@ class InferenceNetworkMethod(Method):
         return torch.cat([x_batch, self.measurement_sampler(self.config.M, generators)], dim=-2)
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The network's mean and marginal variance (chunk large ``x``: memory is ``[n, 2H]``)."""
+        """The network's mean and marginal variance (chunk large ``x``: memory is ``[n, features]``)."""
         return self.network.marginals(x)

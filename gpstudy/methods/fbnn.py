@@ -4,8 +4,10 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import add_jitter
+from gpstudy.gaussian import add_jitter, kl_divergence_of_covariances
 from gpstudy.methods.base import InferenceNetworkMethod, function_space_elbo
+
+HYPERPARAMETER_OBJECTIVES = ("measurement_set", "batch")  # what the kernel's KL covers when learned online
 
 
 class FBNN(InferenceNetworkMethod):
@@ -13,13 +15,28 @@ class FBNN(InferenceNetworkMethod):
 
     No N/n factor: the heuristic minibatching that the GPNet paper criticizes (section 5). The KL is
     exact here because the RFE network's marginals are Gaussian. With ``online_hyperparameters`` the
-    kernel and noise are trained on this same objective. Prediction as GPNet's.
+    kernel and noise are trained too: on this same objective (``hyperparameter_objective:
+    measurement_set``), or, as in the authors' code, on the minibatch bound
+    sum_B E_q log p(y_b | f_b) - KL[q(f_B) || p(f_B)] (``batch``: the kernel sees X_B only, while the
+    network still trains on all of Z). Prediction as GPNet's.
     """
 
     name = "fbnn"
+    options_schema = {
+        **InferenceNetworkMethod.options_schema,
+        "hyperparameter_objective": {"enum": list(HYPERPARAMETER_OBJECTIVES),
+                                     "description": "online hyperparameters: KL over Z (measurement_set) or X_B (batch)"},
+    }
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]
         mean, cov = self.network.mean_and_covariance(inputs)  # q(f_Z)
         prior_cov = add_jitter(self.kernel(inputs))  # p(f_Z) = N(0, K_ZZ)
-        return -function_space_elbo(self.likelihood, y_batch, mean, cov, torch.zeros_like(mean), prior_cov)
+        zeros = torch.zeros_like(mean)
+        if not (self.config.online_hyperparameters and self.config.hyperparameter_objective == "batch"):
+            return -function_space_elbo(self.likelihood, y_batch, mean, cov, zeros, prior_cov)
+        n = y_batch.shape[-1]  # the network on Z, the kernel on the batch's KL (q held fixed there)
+        network_loss = -function_space_elbo(self.likelihood, y_batch, mean, cov, zeros, prior_cov.detach())
+        batch_kl = kl_divergence_of_covariances(mean[..., :n].detach(), cov[..., :n, :n].detach(), zeros[..., :n],
+                                                prior_cov[..., :n, :n])
+        return network_loss + batch_kl

@@ -12,12 +12,15 @@ from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo
 
 
-def beta_schedule(step: int, beta0: float, xi: float) -> float:
-    """beta_t = beta0 / (1 + xi sqrt(t - 1)) for t = 1, 2, ... (STUDY.md and the authors' code).
+BETA_SCHEDULES = {  # the time in beta_t = beta0 / (1 + xi sqrt(time)) at iteration t = 1, 2, ...
+    "sqrt_t": lambda step: step,  # the paper (section 3.3)
+    "sqrt_t_minus_1": lambda step: step - 1,  # the authors' code: beta_1 = beta0
+}
 
-    The paper's section 3.3 writes sqrt(t); the t - 1 form starts at exactly beta0.
-    """
-    return beta0 / (1.0 + xi * math.sqrt(step - 1))
+
+def beta_schedule(step: int, beta0: float, xi: float, schedule: str) -> float:
+    """beta_t = beta0 / (1 + xi sqrt(t)) (section 3.3), or with sqrt(t - 1) (the authors' code), t = 1, 2, ..."""
+    return beta0 / (1.0 + xi * math.sqrt(BETA_SCHEDULES[schedule](step)))
 
 
 def conjugate_loss(
@@ -95,6 +98,13 @@ class GPNet(InferenceNetworkMethod):
     """
 
     name = "gpnet"
+    options_schema = {
+        **InferenceNetworkMethod.options_schema,
+        "beta0": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "description": "beta_t's start"},
+        "xi": {"type": "number", "minimum": 0, "description": "beta_t's decay"},
+        "beta_schedule": {"enum": sorted(BETA_SCHEDULES), "description": "sqrt_t (paper) | sqrt_t_minus_1 (code)"},
+        "objective": {"enum": sorted(OBJECTIVES), "description": "conjugate (eq. 8-11) | elbo (section 3.2)"},
+    }
 
     def __init__(
         self,
@@ -112,7 +122,7 @@ class GPNet(InferenceNetworkMethod):
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]
         n = y_batch.shape[-1]
-        beta = beta_schedule(step, self.config.beta0, self.config.xi)
+        beta = beta_schedule(step, self.config.beta0, self.config.xi, self.config.beta_schedule)
         objective, trains_batch = OBJECTIVES[self.config.objective]
         # q_gamma where the loss differentiates it; its values there are also q_t's (same parameters)
         trained_from = 0 if trains_batch else n

@@ -37,10 +37,15 @@ class SVGP(Method):
     """SVGP: u = f(Z) = L_Z v with q(v) = N(m, S S^T), m = 0 and S = I at start (whitened).
 
     Loss = -[(N/n) sum_B E_q log p(y_b | f_b) - KL[q(v) || N(0, I)]] (Hensman et al. 2013, eq. 4);
-    Z starts at k-means centres of the training inputs. Kernel, noise, Z, m and S are all trained.
+    Z starts at k-means centres of the training inputs. Z, m and S are trained, and kernel and noise
+    too with ``config.online_hyperparameters`` (else they stay where they start: Snelson's pretrained
+    values, as the paper's section 5.1 keeps them).
     """
 
     name = "svgp"
+    options_schema = {
+        "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise by the ELBO"},
+    }
 
     def __init__(
         self,
@@ -52,6 +57,8 @@ class SVGP(Method):
         generators: draws.Generators,
     ):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+        kernel.requires_grad_(config.online_hyperparameters)
+        likelihood.requires_grad_(config.online_hyperparameters)
         inducing_inputs = kmeans_centres(x_train, config.M, generators)
         batch_shape, num_inducing = inducing_inputs.shape[:-2], inducing_inputs.shape[-2]
         self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [*batch, M, D]

@@ -3,4 +3,6 @@
 from gpstudy.nets.base import InferenceNetwork
 from gpstudy.nets.rfe import RFE
 
-__all__ = ["RFE", "InferenceNetwork"]
+NETWORKS: dict[str, type[InferenceNetwork]] = {"rfe": RFE}  # every network by name
+
+__all__ = ["NETWORKS", "RFE", "InferenceNetwork"]

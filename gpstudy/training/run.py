@@ -14,12 +14,10 @@ from torch import Tensor
 from gpstudy.data import Split, load_split
 from gpstudy.devices import GPU_LOCK_DIR, gpu_slot
 from gpstudy.io import read_json, write_csv, write_json
-from gpstudy.kernels import RBF
-from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import Method, MethodConfig, build_method
 from gpstudy.metrics import average_log_likelihood, rmse
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
-                              stack_hyperparameters, unstack_hyperparameters)
+                              readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
 from gpstudy.training.fit import fit
 from gpstudy.training.settings import RunSettings
 
@@ -27,20 +25,21 @@ log = logging.getLogger(__name__)
 
 PREDICT_CHUNK = 4096  # test points predicted at a time (bounds memory on large test sets)
 CURVE_VALUES = ("objective", "rmse", "test_ll")  # the per-split values of a learning-curve record
-INITIAL_HYPERPARAMETERS = {"lengthscale": 1.0, "variance": 1.0, "noise_variance": 0.1}  # STUDY.md
 
 
 class Problem:
     """Splits of one data set stacked along a leading split dimension on the run's device, with one
-    fresh kernel and likelihood per split and one generator per split (seeded ``settings.seed + s``).
+    kernel and likelihood per split (the settings' by name) and one generator per split (seeded
+    ``settings.seed + s``).
 
     Args:
         splits: split index -> split; all must have the same training and test sizes.
         settings: the run's settings.
-        hyperparameters: split index -> kernel and noise to start from (``hyperparameters_to_dict``).
+        hyperparameters: split index -> kernel and likelihood to start from (``hyperparameters_to_dict``);
+            None: STUDY.md's initial values (lengthscale 1, variance 1, noise 0.1).
     """
 
-    def __init__(self, splits: dict[int, Split], settings: RunSettings, hyperparameters: dict[int, dict]):
+    def __init__(self, splits: dict[int, Split], settings: RunSettings, hyperparameters: dict[int, dict] | None):
         _check_equal_sizes(splits)
         device, dtype = settings.torch_device(), settings.torch_dtype()
         self.splits, self.device = list(splits.values()), device
@@ -49,9 +48,10 @@ class Problem:
             for name in ("x_train", "y_train", "x_test", "y_test", "y_std"))
         self.x_mean, self.x_std = _stack(self.splits, "x_mean"), _stack(self.splits, "x_std")
         batch_shape = (len(splits),)
-        self.kernel = RBF(self.x_train.shape[-1], dtype=dtype, batch_shape=batch_shape).to(device)
-        self.likelihood = GaussianLikelihood(dtype=dtype, batch_shape=batch_shape).to(device)
-        load_hyperparameters(self.kernel, self.likelihood, stack_hyperparameters([hyperparameters[s] for s in splits]))
+        self.kernel = settings.build_kernel(self.x_train.shape[-1], batch_shape)
+        self.likelihood = settings.build_likelihood(batch_shape)
+        if hyperparameters is not None:
+            load_hyperparameters(self.kernel, self.likelihood, stack_hyperparameters([hyperparameters[s] for s in splits]))
         self.generators = [torch.Generator(device=device).manual_seed(settings.seed + s) for s in splits]
 
 
@@ -71,7 +71,7 @@ def _check_equal_sizes(splits: dict[int, Split]) -> None:
 
 def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int, dict]:
     """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch."""
-    problem = Problem(splits, settings, {s: INITIAL_HYPERPARAMETERS for s in splits})
+    problem = Problem(splits, settings, None)
     pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                              subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,
                              lr=settings.pretrain_lr, generators=problem.generators)
@@ -103,8 +103,8 @@ def plot_predictions(method: Method, splits: list[Split]) -> list[pd.DataFrame]:
 
 def exact_reference(split: Split, hyperparameters: dict | None, settings: RunSettings) -> pd.DataFrame:
     """The exact GP posterior at the split's plot inputs (Figure 4's dashes) under fixed
-    hyperparameters (None: STUDY.md's initial values)."""
-    problem = Problem({0: split}, settings, {0: hyperparameters or INITIAL_HYPERPARAMETERS})
+    hyperparameters (None: STUDY.md's initial values); ``settings`` give kernel, dtype and device."""
+    problem = Problem({0: split}, settings, None if hyperparameters is None else {0: hyperparameters})
     config = MethodConfig(M=0, n_train=problem.x_train.shape[-2])
     method = build_method("exact", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                           config, problem.generators)
@@ -124,9 +124,8 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
     interrupted run resumes. A split whose objective or metrics become non-finite gets a failed
     status while the others train on.
     """
-    if hyperparameters is None:
-        hyperparameters = (pretrain_splits(splits, settings) if settings.pretrain
-                           else {s: INITIAL_HYPERPARAMETERS for s in splits})
+    if hyperparameters is None and settings.pretrain:
+        hyperparameters = pretrain_splits(splits, settings)
     problem = Problem(splits, settings, hyperparameters)
     method = build_method(settings.method, problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                           settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std),
@@ -143,7 +142,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
                          evaluate=evaluate, eval_every=settings.eval_every, checkpoint=checkpoint,
                          checkpoint_every=settings.checkpoint_every)
     predictions = plot_predictions(method, problem.splits) if problem.splits[0].x_plot is not None else None
-    trained = unstack_hyperparameters(hyperparameters_to_dict(problem.kernel, problem.likelihood))
+    readable = readable_hyperparameters(problem.kernel, problem.likelihood)
     results = {}
     for index, s in enumerate(splits):
         split_curve = pd.DataFrame([{**record, **{key: record[key][index] for key in CURVE_VALUES}}
@@ -155,7 +154,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         results[s] = {"rmse": float(final["rmse"]), "test_ll": float(final["test_ll"]),
                       "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
                       "seed": settings.seed + s, "batch_splits": list(splits), "status": _status(split_curve),
-                      "hyperparameters": trained[index]}
+                      "hyperparameters": {name: values[index] for name, values in readable.items()}}
     return results
 
 

@@ -1,51 +1,95 @@
-"""The settings of one training run, built from the study config (defaults, then per data set)."""
+"""The settings of one training run, resolved from the study config (where every default lives)."""
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 import numpy as np
 import torch
 
+from gpstudy.config import object_schema, training_keys
+from gpstudy.data.registry import Dataset
 from gpstudy.devices import resolve_device
-from gpstudy.methods import MethodConfig
-
+from gpstudy.kernels import KERNELS, Kernel, build_kernel
+from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
+from gpstudy.methods import METHODS, MethodConfig
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every run
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+class SettingsError(ValueError):
+    """Settings that do not fit together (a kernel, likelihood or option the method cannot take)."""
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Everything one run of one method on one split needs (STUDY.md's constants as defaults)."""
+    """Everything one run of one method needs; the fields are the config's ``training`` keys (see
+    ``config.schema.yaml`` for their meaning), the method and M, the seed and the method's own options.
+    No field has a default here: ``run_settings`` takes them from the config."""
 
     method: str  # a name in gpstudy.methods.METHODS
     M: int  # inducing (SVGP) or measurement (GPNet, FBNN) points
-    iterations: int = 10_000  # Adam steps
-    batch_size: int = 500  # B; a data set smaller than B is used whole
-    lr: float = 0.003  # Adam learning rate
-    beta0: float = 1.0  # GPNet: beta_t = beta0 / (1 + xi sqrt(t-1))
-    xi: float = 1.0  # GPNet: decay of beta_t
-    hidden_units: int = 1000  # RFE units (20 for Snelson)
-    measurement: str = "noisy"  # c(x): noisy | train | box (see gpstudy.measurement)
-    box: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # (low, high) of c(x) = box
-    online_hyperparameters: bool = False  # GPNet, FBNN: learn kernel and noise during training
-    objective: str = "conjugate"  # GPNet: conjugate (eq. 8-11) or elbo (section 3.2)
-    pretrain: bool = False  # exact-GP hyperparameter pretraining before training
-    pretrain_iterations: int = 1000  # Adam steps of pretraining (Snelson: 100)
-    pretrain_subset: int = 1000  # pretraining uses min(N, this) random training points
-    pretrain_lr: float = 0.01  # Adam learning rate of pretraining
-    seed: int = 0  # the study's seed: split s draws from a generator seeded seed + s
-    device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:K
-    dtype: str = "float64"  # float64 | float32
-    checkpoint_every: int = 1000  # iterations between checkpoints
-    eval_every: int = 1000  # iterations between test evaluations (learning curve)
+    seed: int  # the study's seed: split s draws from a generator seeded seed + s
+    options: dict[str, Any]  # the method's own options (its options_schema)
+    iterations: int
+    batch_size: int
+    lr: float
+    kernel: str
+    kernel_options: dict[str, Any]
+    likelihood: str
+    likelihood_options: dict[str, Any]
+    pretrain: bool
+    pretrain_iterations: int
+    pretrain_subset: int
+    pretrain_lr: float
+    device: str
+    dtype: str
+    checkpoint_every: int
+    eval_every: int
 
-    def method_config(self, n_train: int, x_mean: np.ndarray, x_std: np.ndarray) -> MethodConfig:
-        """The method's own settings; ``box`` moves from the data's units to standardized inputs, by
-        each split's ``x_mean`` and ``x_std`` ``[*batch, D]``."""
-        names = {f.name for f in fields(MethodConfig)} - {"n_train", "box"}
-        box = None if self.box is None else tuple(tuple(((np.asarray(bound) - x_mean) / x_std).tolist())
-                                                  for bound in self.box)
-        return MethodConfig(n_train=n_train, box=box, **{name: getattr(self, name) for name in names})
+    def check(self, dataset: Dataset) -> None:
+        """Raise :class:`SettingsError` unless kernel, likelihood and method fit each other and ``dataset``."""
+        method = METHODS[self.method]
+        for kind, name, registry in (("kernel", self.kernel, KERNELS), ("likelihood", self.likelihood, LIKELIHOODS)):
+            if name not in registry:
+                raise SettingsError(f"unknown {kind} {name!r}; known: {', '.join(sorted(registry))}")
+        _validate(self.kernel_options, KERNELS[self.kernel].options_schema, f"kernel_options of {self.kernel!r}")
+        _validate(self.likelihood_options, LIKELIHOODS[self.likelihood].options_schema,
+                  f"likelihood_options of {self.likelihood!r}")
+        _validate(self.options, object_schema(method.options_schema), f"options of method {self.method!r}")
+        task = LIKELIHOODS[self.likelihood].task
+        if task != dataset.task:
+            raise SettingsError(f"likelihood {self.likelihood!r} is for {task}, but data set {dataset.name!r} is "
+                                f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}")
+        supported = method.supported_likelihoods(self.options)
+        if self.likelihood not in supported:
+            raise SettingsError(f"method {self.method!r} (with these options) cannot train with likelihood "
+                                f"{self.likelihood!r}; it supports {', '.join(supported)}")
+        if self.pretrain and self.likelihood != "gaussian":
+            raise SettingsError("pretrain: true fits the exact GP's marginal likelihood, which needs the gaussian "
+                                f"likelihood, not {self.likelihood!r}")
+
+    def method_config(self, n_train: int, x_mean: np.ndarray | None = None,
+                      x_std: np.ndarray | None = None) -> MethodConfig:
+        """The method's settings; a ``box`` option moves from the data's units to standardized inputs,
+        by each split's ``x_mean`` and ``x_std`` ``[*batch, D]``."""
+        options = dict(self.options)
+        if options.get("box") is not None:
+            if x_mean is None or x_std is None:
+                raise ValueError("a box option needs the splits' x_mean and x_std to standardize it")
+            options["box"] = tuple(tuple(((np.asarray(bound) - x_mean) / x_std).tolist()) for bound in options["box"])
+        return MethodConfig(M=self.M, n_train=n_train, options=options)
+
+    def build_kernel(self, input_dim: int, batch_shape: tuple[int, ...] = ()) -> Kernel:
+        """A fresh prior kernel (STUDY.md's initial hyperparameters) on the run's dtype and device."""
+        return build_kernel(self.kernel, input_dim, self.kernel_options, self.torch_dtype(),
+                            batch_shape).to(self.torch_device())
+
+    def build_likelihood(self, batch_shape: tuple[int, ...] = ()) -> Likelihood:
+        """A fresh likelihood (STUDY.md's initial noise) on the run's dtype and device."""
+        return build_likelihood(self.likelihood, self.likelihood_options, self.torch_dtype(),
+                                batch_shape).to(self.torch_device())
 
     def torch_device(self) -> torch.device:
         """The device this run trains on."""
@@ -53,25 +97,45 @@ class RunSettings:
 
     def torch_dtype(self) -> torch.dtype:
         """The floating-point type of data and parameters."""
-        return {"float64": torch.float64, "float32": torch.float32}[self.dtype]
+        return DTYPES[self.dtype]
 
 
-def run_settings(config: dict[str, Any], dataset: str, **overrides: Any) -> RunSettings:
-    """Settings of the runs of a data set: the config's ``training`` defaults, then the data set's
-    options, then the method's options, then the config's study-wide ``iterations`` and ``device``
-    when set, then ``overrides`` (which must name ``method`` and ``M``; a None is ignored). The seed
-    is the config's ``seed``: split s draws from ``seed + s``.
+def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) -> RunSettings:
+    """The settings of a method's runs on a data set, from the lowest precedence to the highest: the
+    config's ``training`` and ``methods.<method>``; the data set's options (a method option only for
+    methods that have it); the data set's ``methods.<method>``; the config's study-wide ``iterations``
+    and ``device`` when set; then ``overrides``, which must name ``method`` and ``M`` (a None is
+    ignored). ``dataset=None`` gives the config's defaults alone.
+
+    Raises:
+        SettingsError: an override that is neither a training key nor an option of the method, or a
+            method option that has no value.
     """
-    given = {"seed": config["seed"], **{k: v for k, v in overrides.items() if v is not None}}
-    study_wide = {key: config[key] for key in STUDY_WIDE if config.get(key) is not None}
-    values = {**config.get("training", {}), **_training_options(config, dataset),
-              **config.get("method_options", {}).get(given["method"], {}), **study_wide, **given}
-    if values.get("box") is not None:
-        values["box"] = tuple(tuple(bound) for bound in values["box"])
-    return replace(RunSettings(method=values.pop("method"), M=values.pop("M")), **values)
+    given = {key: value for key, value in overrides.items() if value is not None}
+    method, M = given.pop("method"), given.pop("M")
+    if method not in METHODS:
+        raise SettingsError(f"unknown method {method!r}; known: {', '.join(sorted(METHODS))}")
+    training, option_names = set(training_keys()), set(METHODS[method].options_schema)
+    unknown = sorted(set(given) - training - option_names)
+    if unknown:
+        raise SettingsError(f"{', '.join(unknown)}: neither a training setting nor an option of method {method!r}")
+    data_options = config.get("dataset_options", {}).get(dataset, {}) if dataset is not None else {}
+    values = {**config["training"], **config["methods"].get(method, {})}
+    values.update({key: value for key, value in data_options.items() if key in training | option_names})
+    values.update(data_options.get("methods", {}).get(method, {}))
+    values.update({key: config[key] for key in STUDY_WIDE if config.get(key) is not None})
+    values.update(given)
+    missing = sorted(option_names - set(values))
+    if missing:
+        raise SettingsError(f"method {method!r} has no value for {', '.join(missing)} (give it under methods.{method})")
+    options = {name: values.pop(name) for name in sorted(option_names)}
+    return RunSettings(method=method, M=M, seed=config["seed"], options=options,
+                       **{name: values[name] for name in training})
 
 
-def _training_options(config: dict[str, Any], dataset: str) -> dict[str, Any]:
-    """The training keys among a data set's ``dataset_options`` (the others are split settings)."""
-    names = {f.name for f in fields(RunSettings)}
-    return {k: v for k, v in config.get("dataset_options", {}).get(dataset, {}).items() if k in names}
+def _validate(value: dict, schema: dict, what: str) -> None:
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as error:
+        raise SettingsError(f"{what}, {error.json_path}: {error.message}") from None
+

@@ -20,7 +20,7 @@ def raw_dirs(shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("raw")
     for name in SHAPES:
         for protocol in ("random", "index_files") if name in UCI else ("random",):
-            fetch_dataset(name, protocol, root / name, root / name / f"files_{protocol}.json", mirror=str(shared_data))
+            fetch_dataset(get_dataset(name), protocol, root / name, root / name / f"files_{protocol}.json", mirror=str(shared_data))
     return root
 
 

@@ -10,7 +10,7 @@ from gpstudy import settings
 from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_target
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import ExactGP, GPNet, MethodConfig
+from gpstudy.methods import ExactGP, GPNet
 from gpstudy.methods.gpnet import beta_schedule
 
 DTYPE = settings.DEFAULT_DTYPE
@@ -24,11 +24,11 @@ def data() -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.sin(2 * x[:, 0]) * x[:, 1] + 0.1 * torch.randn(N, generator=generator, dtype=DTYPE)
 
 
-def build(data, seed: int = 0, **config) -> GPNet:
+def build(method_config, data, seed: int = 0, **options) -> GPNet:
     x, y = data
     kernel, likelihood = RBF(2, lengthscale=[0.8, 1.3], variance=1.2), GaussianLikelihood(0.1)
-    settings_ = {"M": 5, "n_train": x.shape[0], "beta0": 0.5, "xi": 0.0, "hidden_units": 12} | config
-    return GPNet(x, y, kernel, likelihood, MethodConfig(**settings_), torch.Generator().manual_seed(seed))
+    config = method_config("gpnet", 5, x.shape[0], **({"beta0": 0.5, "xi": 0.0, "hidden_units": 12} | options))
+    return GPNet(x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
 
 
 def perturb(method: GPNet) -> None:
@@ -44,29 +44,31 @@ def network_gradients(method: GPNet) -> list[torch.Tensor]:
 
 
 def test_beta_schedule():
-    assert beta_schedule(1, 0.1, 1.0) == 0.1
-    assert beta_schedule(5, 1.0, 1.0) == pytest.approx(1 / 3)
-    assert beta_schedule(10, 1.0, 0.1) == pytest.approx(1 / 1.3)
-    assert beta_schedule(1000, 0.01, 0.0) == 0.01
+    assert beta_schedule(1, 0.1, 1.0, "sqrt_t_minus_1") == 0.1  # the authors' code starts at beta0
+    assert beta_schedule(5, 1.0, 1.0, "sqrt_t_minus_1") == pytest.approx(1 / 3)
+    assert beta_schedule(10, 1.0, 0.1, "sqrt_t_minus_1") == pytest.approx(1 / 1.3)
+    assert beta_schedule(1, 0.1, 1.0, "sqrt_t") == pytest.approx(0.05)  # the paper: beta0 / (1 + xi sqrt(t))
+    assert beta_schedule(4, 1.0, 1.0, "sqrt_t") == pytest.approx(1 / 3)
+    assert beta_schedule(1000, 0.01, 0.0, "sqrt_t") == 0.01
 
 
-def test_unknown_objective_is_refused(data):
+def test_unknown_objective_is_refused(data, method_config):
     with pytest.raises(ValueError, match="conjugate"):
-        build(data, objective="natural")
+        build(method_config, data, objective="natural")
 
 
-def test_network_starts_from_the_kernel_and_hyperparameters_are_frozen(data):
-    method = build(data)
+def test_network_starts_from_the_kernel_and_hyperparameters_are_frozen(data, method_config):
+    method = build(method_config, data)
     torch.testing.assert_close(method.network.lengthscale, method.kernel.lengthscale)
-    torch.testing.assert_close(method.network.prior_variance, method.kernel.variance)
+    torch.testing.assert_close(method.network.variance, method.kernel.variance)
     x, y = data
     method.loss(x[:BATCH], y[:BATCH], 1, torch.Generator().manual_seed(1)).backward()
     for parameter in [*method.kernel.parameters(), *method.likelihood.parameters()]:
         assert not parameter.requires_grad and parameter.grad is None
 
 
-def test_conjugate_loss_is_the_kl_to_a_target_built_by_a_frozen_copy(data):
-    method = build(data)
+def test_conjugate_loss_is_the_kl_to_a_target_built_by_a_frozen_copy(data, method_config):
+    method = build(method_config, data)
     perturb(method)
     frozen = copy.deepcopy(method.network).requires_grad_(False)
     x, y = data
@@ -91,8 +93,8 @@ def test_conjugate_loss_is_the_kl_to_a_target_built_by_a_frozen_copy(data):
     assert all(parameter.grad is None for parameter in frozen.parameters())
 
 
-def test_elbo_objective_has_the_gradient_of_the_papers_lower_bound(data):
-    method = build(data, objective="elbo")
+def test_elbo_objective_has_the_gradient_of_the_papers_lower_bound(data, method_config):
+    method = build(method_config, data, objective="elbo")
     perturb(method)
     frozen = copy.deepcopy(method.network).requires_grad_(False)
     x, y = data
@@ -113,9 +115,9 @@ def test_elbo_objective_has_the_gradient_of_the_papers_lower_bound(data):
         torch.testing.assert_close(got, reference)
 
 
-def test_online_hyperparameters_learn_from_the_minibatch_bound_only(data):
+def test_online_hyperparameters_learn_from_the_minibatch_bound_only(data, method_config):
     x, y = data
-    fixed, online = build(data), build(data, online_hyperparameters=True)
+    fixed, online = build(method_config, data), build(method_config, data, online_hyperparameters=True)
     perturb(fixed)
     perturb(online)
     fixed.loss(x[:BATCH], y[:BATCH], 2, torch.Generator().manual_seed(1)).backward()
@@ -135,8 +137,8 @@ def test_online_hyperparameters_learn_from_the_minibatch_bound_only(data):
         torch.testing.assert_close(got, parameter.grad)
 
 
-def test_predictions_are_the_network_marginals_plus_noise(data):
-    method = build(data)
+def test_predictions_are_the_network_marginals_plus_noise(data, method_config):
+    method = build(method_config, data)
     x, _ = data
     mean, var = method.predict(x)
     network_mean, network_cov = method.network.mean_and_covariance(x)
@@ -144,12 +146,12 @@ def test_predictions_are_the_network_marginals_plus_noise(data):
     torch.testing.assert_close(var, network_cov.diagonal() + method.likelihood.noise_variance)
 
 
-def test_full_batch_beta_one_reaches_the_exact_posterior():
+def test_full_batch_beta_one_reaches_the_exact_posterior(method_config):
     n = 20
     x = torch.linspace(-4, 4, n, dtype=DTYPE).unsqueeze(-1)
     y = torch.sin(1.5 * x[:, 0]) + 0.1 * torch.randn(n, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
     kernel, likelihood = RBF(1, lengthscale=0.5), GaussianLikelihood(0.1)
-    config = MethodConfig(M=n, n_train=n, beta0=1.0, xi=0.0, hidden_units=50, measurement="train")
+    config = method_config("gpnet", n, n, beta0=1.0, xi=0.0, hidden_units=50, measurement="train")
     method = GPNet(x, y, kernel, likelihood, config, torch.Generator().manual_seed(1))
     optimizer = torch.optim.Adam(method.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(2)

@@ -1,6 +1,7 @@
 """Every registered method passes the same battery: loss, gradients, predictions, checkpoints."""
 
 import copy
+import re
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from gpstudy.methods import METHODS, Method, MethodConfig, build_method
 
 DTYPE = settings.DEFAULT_DTYPE
 N, D, BATCH = 40, 2, 10
-CONFIG = MethodConfig(M=6, n_train=N, hidden_units=15, measurement="noisy")
+OPTIONS = {"hidden_units": 15, "measurement": "noisy"}  # for the methods that have these options
 NAMES = sorted(METHODS)
 
 
@@ -23,8 +24,9 @@ def data() -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.sin(2 * x[:, 0]) + 0.1 * torch.randn(N, generator=generator, dtype=DTYPE)
 
 
-def make(name: str, data, seed: int = 0, config: MethodConfig = CONFIG) -> Method:
+def make(method_config, name: str, data, seed: int = 0, n_train: int = N) -> Method:
     x, y = data
+    config = method_config(name, 6, n_train, **{k: v for k, v in OPTIONS.items() if k in METHODS[name].options_schema})
     kernel, likelihood = RBF(D, lengthscale=[0.8, 1.2], variance=1.1), GaussianLikelihood(0.1)
     return build_method(name, x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
 
@@ -44,24 +46,24 @@ def train(method: Method, data, steps: range, optimizer: torch.optim.Optimizer, 
     return losses
 
 
-def test_registry_holds_the_four_methods_under_their_names():
-    assert set(METHODS) == {"exact", "svgp", "gpnet", "fbnn"}
-    assert all(METHODS[name].name == name for name in METHODS)
+def test_every_method_is_registered_under_its_name_with_its_defaults_in_the_config(study_config):
+    assert all(METHODS[name].name == name and re.fullmatch("[a-z][a-z0-9_]*", name) for name in METHODS)
+    assert set(study_config["methods"]) == set(METHODS)  # config.yaml holds every method's options
 
 
 def test_unknown_method_names_the_known_ones(data):
     with pytest.raises(ValueError, match="exact, fbnn, gpnet, svgp"):
-        make("vfe", data)
+        build_method("vfe", *data, RBF(D), GaussianLikelihood(0.1), MethodConfig(M=6, n_train=N), torch.Generator())
 
 
-def test_config_n_train_must_match_the_data(data):
+def test_config_n_train_must_match_the_data(data, method_config):
     with pytest.raises(ValueError, match="n_train"):
-        make("exact", data, config=MethodConfig(M=6, n_train=N + 1))
+        make(method_config, "exact", data, n_train=N + 1)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_loss_is_a_finite_scalar_and_reaches_every_trainable_parameter(name, data):
-    method = make(name, data)
+def test_loss_is_a_finite_scalar_and_reaches_every_trainable_parameter(name, data, method_config):
+    method = make(method_config, name, data)
     generator = torch.Generator().manual_seed(1)
     train(method, data, range(1, 3), torch.optim.Adam(method.parameters(), lr=0.01), generator)  # leave q = p
     method.zero_grad()
@@ -77,8 +79,8 @@ def test_loss_is_a_finite_scalar_and_reaches_every_trainable_parameter(name, dat
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_predictions_have_the_right_shape_and_positive_variance(name, data):
-    method = make(name, data)
+def test_predictions_have_the_right_shape_and_positive_variance(name, data, method_config):
+    method = make(method_config, name, data)
     x_test = torch.linspace(-3, 3, 17, dtype=DTYPE).unsqueeze(-1).expand(17, D)
     mean, var = method.predict(x_test)
     assert mean.shape == (17,) and var.shape == (17,)
@@ -89,8 +91,8 @@ def test_predictions_have_the_right_shape_and_positive_variance(name, data):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_training_lowers_the_loss_on_a_fixed_batch(name, data):
-    method = make(name, data)
+def test_training_lowers_the_loss_on_a_fixed_batch(name, data, method_config):
+    method = make(method_config, name, data)
     x, y = data
     optimizer = torch.optim.Adam(method.parameters(), lr=0.02)
     losses = []
@@ -104,16 +106,16 @@ def test_training_lowers_the_loss_on_a_fixed_batch(name, data):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_loss_is_reproducible_from_the_generators(name, data):
+def test_loss_is_reproducible_from_the_generators(name, data, method_config):
     x, y = data
-    first = make(name, data, seed=3).loss(x[:BATCH], y[:BATCH], 2, torch.Generator().manual_seed(4))
-    again = make(name, data, seed=3).loss(x[:BATCH], y[:BATCH], 2, torch.Generator().manual_seed(4))
+    first = make(method_config, name, data, seed=3).loss(x[:BATCH], y[:BATCH], 2, torch.Generator().manual_seed(4))
+    again = make(method_config, name, data, seed=3).loss(x[:BATCH], y[:BATCH], 2, torch.Generator().manual_seed(4))
     assert torch.equal(first, again)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_state_dict_round_trip_resumes_bit_identically(name, data):
-    method = make(name, data, seed=0)
+def test_state_dict_round_trip_resumes_bit_identically(name, data, method_config):
+    method = make(method_config, name, data, seed=0)
     optimizer = torch.optim.Adam(method.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(11)
     train(method, data, range(1, 4), optimizer, generator)
@@ -122,7 +124,7 @@ def test_state_dict_round_trip_resumes_bit_identically(name, data):
     )
     uninterrupted = train(method, data, range(4, 6), optimizer, generator)
 
-    resumed = make(name, data, seed=99)  # a different initialization, overwritten by the checkpoint
+    resumed = make(method_config, name, data, seed=99)  # a different initialization, overwritten by the checkpoint
     resumed.load_state_dict(checkpoint["method"])
     x_test = torch.randn(9, D, generator=torch.Generator().manual_seed(5), dtype=DTYPE)
     resumed_optimizer = torch.optim.Adam(resumed.parameters(), lr=0.01)

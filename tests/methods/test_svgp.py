@@ -9,7 +9,7 @@ from gpstudy import settings
 from gpstudy.gaussian import inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import SVGP, ExactGP, MethodConfig
+from gpstudy.methods import SVGP, ExactGP
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.svgp import kmeans_centres
 
@@ -24,9 +24,9 @@ def data() -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.sin(3 * x[:, 0]) + 0.1 * torch.randn(N, generator=generator, dtype=DTYPE)
 
 
-def build(x: torch.Tensor, y: torch.Tensor, num_inducing: int, seed: int = 0) -> SVGP:
+def build(method_config, x: torch.Tensor, y: torch.Tensor, num_inducing: int, seed: int = 0) -> SVGP:
     kernel, likelihood = RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1)
-    config = MethodConfig(M=num_inducing, n_train=x.shape[0])
+    config = method_config("svgp", num_inducing, x.shape[0])
     return SVGP(x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
 
 
@@ -48,9 +48,9 @@ def test_kmeans_is_seeded_by_the_generator_and_caps_at_n(data, caplog):
     assert "only 20 training points" in caplog.text
 
 
-def test_q_starts_at_the_prior(data):
+def test_q_starts_at_the_prior(data, method_config):
     x, y = data
-    method = build(x, y, 5)
+    method = build(method_config, x, y, 5)
     assert method.inducing_inputs.shape == (5, 1)
     assert torch.equal(method.q_mean, torch.zeros(5, dtype=DTYPE))
     torch.testing.assert_close(method.q_scale_tril, torch.eye(5, dtype=DTYPE))
@@ -75,9 +75,9 @@ def set_optimal_q(method: SVGP, x: torch.Tensor, y: torch.Tensor) -> None:
         method.raw_q_scale.copy_(scale.tril(-1) + torch.diag_embed(inverse_positive(scale.diagonal())))
 
 
-def test_optimal_q_with_z_at_the_data_recovers_the_exact_gp(data):
+def test_optimal_q_with_z_at_the_data_recovers_the_exact_gp(data, method_config):
     x, y = data
-    method = build(x, y, N)
+    method = build(method_config, x, y, N)
     with torch.no_grad():
         method.inducing_inputs.copy_(x)
         set_optimal_q(method, x, y)
@@ -90,9 +90,9 @@ def test_optimal_q_with_z_at_the_data_recovers_the_exact_gp(data):
             torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
 
 
-def test_elbo_is_a_lower_bound_scaled_by_n_over_batch(data):
+def test_elbo_is_a_lower_bound_scaled_by_n_over_batch(data, method_config):
     x, y = data
-    method = build(x, y, 6)
+    method = build(method_config, x, y, 6)
     with torch.no_grad():
         exact = log_marginal_likelihood(x, y, method.kernel, method.likelihood)
         assert -method.loss(x, y, 1, torch.Generator()) < exact

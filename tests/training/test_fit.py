@@ -1,6 +1,7 @@
 """The training loop: batches of splits, checkpoint and bit-identical resume, failures recorded as rows."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -9,7 +10,7 @@ import torch
 
 from gpstudy.data import Split
 from gpstudy.methods import METHODS
-from gpstudy.training import BatchSampler, RunSettings, run_splits, train_splits
+from gpstudy.training import BatchSampler, run_splits, train_splits
 from gpstudy.training.run import Problem
 
 
@@ -42,10 +43,11 @@ def test_batch_sampler_of_splits_shuffles_each_with_its_own_generator():
 
 
 @pytest.mark.parametrize("method", sorted(set(METHODS) - {"exact"}))
-def test_split_trained_in_a_batch_equals_the_split_trained_alone(tmp_path, method):
+def test_split_trained_in_a_batch_equals_the_split_trained_alone(tmp_path, method, settings_for):
     splits = {s: toy_split(seed=s) for s in range(3)}
-    settings = RunSettings(method=method, M=8, iterations=30, batch_size=16, hidden_units=16, measurement="noisy",
-                           pretrain=True, pretrain_iterations=5, eval_every=10, checkpoint_every=1000)
+    network = {} if method == "svgp" else {"hidden_units": 16, "measurement": "noisy"}
+    settings = settings_for(method=method, M=8, iterations=30, batch_size=16, pretrain=True, pretrain_iterations=5,
+                            eval_every=10, checkpoint_every=1000, **network)
     batched = train_splits(splits, settings, folders(tmp_path / "batch", splits), tmp_path / "batch.pt")
     alone = train_splits({1: splits[1]}, settings, folders(tmp_path / "alone", [1]), tmp_path / "alone.pt")
     assert batched[1]["batch_splits"] == [0, 1, 2] and alone[1]["batch_splits"] == [1]
@@ -59,18 +61,17 @@ def test_split_trained_in_a_batch_equals_the_split_trained_alone(tmp_path, metho
                                rtol=1e-8, atol=1e-8)
 
 
-def test_batch_parameters_equal_each_split_alone():
+def test_batch_parameters_equal_each_split_alone(settings_for):
     """The state after training, compared tensor by tensor (GPNet: network, kernel, likelihood)."""
     from gpstudy.methods import build_method
     from gpstudy.training import fit
 
     splits = {s: toy_split(seed=s) for s in range(3)}
-    settings = RunSettings(method="gpnet", M=8, iterations=25, batch_size=16, hidden_units=16,
-                           measurement="train", online_hyperparameters=True)
+    settings = settings_for(method="gpnet", M=8, iterations=25, batch_size=16, hidden_units=16,
+                            measurement="train", online_hyperparameters=True)
     trained = {}
     for name, chosen in (("batch", splits), ("alone", {2: splits[2]})):
-        problem = Problem(chosen, settings, {s: {"lengthscale": 1.0, "variance": 1.0, "noise_variance": 0.1}
-                                             for s in chosen})
+        problem = Problem(chosen, settings, None)
         method = build_method("gpnet", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                               settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std),
                               problem.generators)
@@ -81,13 +82,13 @@ def test_batch_parameters_equal_each_split_alone():
         torch.testing.assert_close(trained["batch"][key][2], value[0], rtol=1e-8, atol=1e-8, msg=key)
 
 
-def test_splits_of_unequal_sizes_are_refused_with_their_sizes(tmp_path):
+def test_splits_of_unequal_sizes_are_refused_with_their_sizes(tmp_path, settings_for):
     splits = {0: toy_split(), 1: toy_split(n=50, seed=1)}
     with pytest.raises(ValueError, match=r"equal train/test sizes.*split 1: train \(50, 2\)"):
-        train_splits(splits, RunSettings(method="svgp", M=4, iterations=2), folders(tmp_path, splits), tmp_path / "c.pt")
+        train_splits(splits, settings_for(method="svgp", M=4, iterations=2), folders(tmp_path, splits), tmp_path / "c.pt")
 
 
-def test_a_split_that_fails_becomes_a_failed_row_while_the_others_train_on(tmp_path, monkeypatch):
+def test_a_split_that_fails_becomes_a_failed_row_while_the_others_train_on(tmp_path, monkeypatch, settings_for):
     import gpstudy.methods.svgp as svgp
 
     real_predict = svgp.SVGP.predict_f
@@ -102,7 +103,7 @@ def test_a_split_that_fails_becomes_a_failed_row_while_the_others_train_on(tmp_p
     monkeypatch.setattr(svgp.SVGP, "after_step", lambda self, step: setattr(self, "steps", step))
     monkeypatch.setattr(svgp.SVGP, "steps", 0, raising=False)
     splits = {s: toy_split(seed=s) for s in range(3)}
-    settings = RunSettings(method="svgp", M=8, iterations=30, batch_size=16, eval_every=10)
+    settings = settings_for(method="svgp", M=8, iterations=30, batch_size=16, eval_every=10)
     labels = {s: {"dataset": "toy", "split": s} for s in splits}
     results = run_splits(splits, settings, folders(tmp_path, splits), tmp_path / "c.pt", labels)
     assert results[1]["status"].startswith("failed: non-finite") and "iteration 10" in results[1]["status"]
@@ -112,9 +113,10 @@ def test_a_split_that_fails_becomes_a_failed_row_while_the_others_train_on(tmp_p
 
 
 @pytest.mark.parametrize("method", ["svgp", "gpnet"])
-def test_resume_after_a_crash_is_bit_identical(tmp_path, method, monkeypatch):
-    settings = RunSettings(method=method, M=8, iterations=30, batch_size=16, hidden_units=16,
-                           measurement="train", eval_every=5, checkpoint_every=10)
+def test_resume_after_a_crash_is_bit_identical(tmp_path, method, monkeypatch, settings_for):
+    network = {} if method == "svgp" else {"hidden_units": 16, "measurement": "train"}
+    settings = settings_for(method=method, M=8, iterations=30, batch_size=16, eval_every=5, checkpoint_every=10,
+                            **network)
     splits = {0: toy_split(), 1: toy_split(seed=1)}
     uninterrupted = train_splits(splits, settings, folders(tmp_path / "a", splits), tmp_path / "a.pt")
 
@@ -143,8 +145,9 @@ def test_resume_after_a_crash_is_bit_identical(tmp_path, method, monkeypatch):
         assert len(curves[0]) == 6
 
 
-def test_failed_run_is_a_row_with_its_status(tmp_path):
-    settings = RunSettings(method="gpnet", M=4, iterations=3, measurement="nowhere")
+def test_failed_run_is_a_row_with_its_status(tmp_path, settings_for):
+    settings = replace(settings_for(method="gpnet", M=4, iterations=3), options={
+        **settings_for(method="gpnet", M=4).options, "measurement": "nowhere"})  # past the config's validation
     metrics = run_splits({0: toy_split()}, settings, {0: tmp_path}, tmp_path / "c.pt",
                          {0: {"dataset": "toy", "method": "gpnet"}})
     written = json.loads((tmp_path / "metrics.json").read_text())
@@ -152,8 +155,8 @@ def test_failed_run_is_a_row_with_its_status(tmp_path):
     assert written["dataset"] == "toy" and np.isnan(metrics[0]["rmse"])
 
 
-def test_finished_run_leaves_metrics_and_no_checkpoint(tmp_path):
-    settings = RunSettings(method="svgp", M=8, iterations=20, batch_size=16, eval_every=10, checkpoint_every=5)
+def test_finished_run_leaves_metrics_and_no_checkpoint(tmp_path, settings_for):
+    settings = settings_for(method="svgp", M=8, iterations=20, batch_size=16, eval_every=10, checkpoint_every=5)
     metrics = run_splits({0: toy_split()}, settings, {0: tmp_path / "run"}, tmp_path / "c.pt", {0: {"dataset": "toy"}})
     assert metrics[0]["status"] == "ok" and np.isfinite(metrics[0]["rmse"])
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["learning_curve.csv", "metrics.json"]

@@ -1,28 +1,59 @@
-"""Run settings: config defaults, then data set, then method, then the command line."""
+"""Run settings: config.yaml's defaults, then the data set's options, then its per-method ones, then the
+command line; no defaults of their own."""
 
-from pathlib import Path
+from dataclasses import fields
 
 import numpy as np
-import yaml
+import pytest
 
-from gpstudy.training import run_settings
-
-CONFIG = yaml.safe_load((Path(__file__).resolve().parents[2] / "config.yaml").read_text())
-
-
-def test_precedence():
-    boston = run_settings(CONFIG, "boston", method="gpnet", M=100)
-    assert boston.pretrain and boston.measurement == "noisy" and boston.iterations == 10000
-    assert boston.seed == CONFIG["seed"]  # split s draws from seed + s
-    assert not run_settings(CONFIG, "boston", method="svgp", M=100).pretrain  # method over data set
-    power = run_settings(CONFIG, "power", method="gpnet", M=500, iterations=7, device=None)
-    assert (power.beta0, power.xi, power.online_hyperparameters, power.iterations) == (0.01, 0.1, True, 7)
-    assert power.device == "auto"  # None from the command line keeps the config's
+from gpstudy.config import training_keys
+from gpstudy.training import RunSettings, run_settings
+from gpstudy.training.settings import SettingsError
 
 
-def test_box_moves_to_standardized_inputs():
-    settings = run_settings(CONFIG, "snelson", method="gpnet", M=5)
+def test_precedence(study_config):
+    boston = run_settings(study_config, "boston", method="gpnet", M=100)
+    assert boston.pretrain and boston.options["measurement"] == "noisy" and boston.iterations == 10000
+    assert boston.seed == study_config["seed"]  # split s draws from seed + s
+    svgp = run_settings(study_config, "boston", method="svgp", M=100)
+    assert not svgp.pretrain and svgp.options == {"online_hyperparameters": True}  # no measurement: not svgp's
+    power = run_settings(study_config, "power", method="gpnet", M=500, iterations=7, device=None)
+    assert (power.options["beta0"], power.options["xi"], power.options["online_hyperparameters"]) == (0.01, 0.1, True)
+    assert power.iterations == 7 and power.device == "auto"  # None from the command line keeps the config's
+    airline = {method: run_settings(study_config, "airline", method=method, M=100) for method in ("gpnet", "fbnn")}
+    assert airline["gpnet"].options["online_hyperparameters"] and not airline["fbnn"].options["online_hyperparameters"]
+    assert all(settings.pretrain and settings.options["measurement"] == "noisy" for settings in airline.values())
+
+
+def test_snelson_pretrains_every_method_and_keeps_the_hyperparameters_fixed(study_config):
+    for method in ("svgp", "gpnet", "fbnn"):
+        settings = run_settings(study_config, "snelson", method=method, M=5)
+        assert settings.pretrain and settings.pretrain_iterations == 100
+        assert settings.options["online_hyperparameters"] is False
+    assert run_settings(study_config, "snelson", method="gpnet", M=5).options["box"] == [[-3.0], [10.0]]
+
+
+def test_study_wide_keys_override_every_data_set(study_config):
+    config = {**study_config, "iterations": 11, "device": "cpu"}
+    snelson = run_settings(config, "snelson", method="fbnn", M=5)
+    assert (snelson.iterations, snelson.device) == (11, "cpu")
+
+
+def test_unknown_override_is_refused(study_config):
+    with pytest.raises(SettingsError, match="beta0: neither a training setting nor an option of method 'svgp'"):
+        run_settings(study_config, "boston", method="svgp", M=5, beta0=0.1)
+
+
+def test_fields_are_the_schemas_training_keys():
+    assert {f.name for f in fields(RunSettings)} == set(training_keys()) | {"method", "M", "seed", "options"}
+
+
+def test_box_moves_to_standardized_inputs(study_config):
+    settings = run_settings(study_config, "snelson", method="gpnet", M=5, box=[[-1.0], [7.0]])
     config = settings.method_config(100, x_mean=np.array([3.0]), x_std=np.array([2.0]))
     assert config.box == ((-2.0,), (2.0,)) and config.M == 5 and config.n_train == 100
     batch = settings.method_config(100, x_mean=np.array([[3.0], [1.0]]), x_std=np.array([[2.0], [4.0]]))
     np.testing.assert_allclose(batch.box, [[[-2.0], [-0.5]], [[2.0], [1.5]]])  # (low, high), each [split, D]
+    assert config.beta0 == settings.options["beta0"]  # options read as attributes
+    with pytest.raises(AttributeError, match="no 'beta00'"):
+        config.beta00

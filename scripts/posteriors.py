@@ -1,10 +1,10 @@
-"""Rule snelson_figure: Figure 4, each method's posterior beside the exact GP's on Snelson's data."""
+"""Rule posteriors: Figure 4, each method's posterior beside the exact GP's on a 1-D data set (Snelson's)."""
 
 from pathlib import Path
 
 from gpstudy.data import load_split
 from gpstudy.io import log_to
-from gpstudy.plots import snelson_figure
+from gpstudy.plots import posteriors
 from gpstudy.pretrain import read_hyperparameters
 from gpstudy.results import collect_predictions
 from gpstudy.training import RunSettings, exact_reference
@@ -12,7 +12,7 @@ from gpstudy.training import RunSettings, exact_reference
 log_to(snakemake.log[0])
 split = load_split(snakemake.input.split)
 reference = exact_reference(split, read_hyperparameters(snakemake.input.hyperparameters),
-                            RunSettings(method="exact", M=1, device="cpu"))
-snelson_figure(collect_predictions(snakemake.params.runs), reference,
+                            RunSettings(**snakemake.params.settings))
+posteriors(collect_predictions(snakemake.params.runs), reference,
                split.original_x(split.x_train)[:, 0], split.original_y(split.y_train),
                Path(snakemake.output.png), Path(snakemake.output.pdf))

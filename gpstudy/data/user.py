@@ -1,0 +1,52 @@
+"""A user's own data set, defined by the config alone: one table file, its format, target and task."""
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import pandas as pd
+
+from gpstudy.data.fetch import FileSpec, Source
+from gpstudy.data.table import DataError, Table, checked_table, read_frame
+
+READERS = {  # format -> pandas options
+    "csv": {"header": 0},  # comma-separated, a header row naming the columns
+    "whitespace": {"header": None, "sep": r"\s+"},  # numbers separated by blanks, no header
+}
+
+
+def file_spec(options: dict[str, Any]) -> FileSpec:
+    """The one file of a user data set from its ``source``: ``url`` (optional when the file is in the
+    mirror), ``file`` (default: the URL's last part) and ``sha256`` (required)."""
+    source = options["source"]
+    if "file" not in source and "url" not in source:
+        raise ValueError("a user data set's source needs a `url` or a `file` name (looked up in the mirror)")
+    name = source.get("file") or Path(unquote(urlparse(source["url"]).path)).name
+    return FileSpec(path=name, sha256=source["sha256"], sources=(Source(source["url"]),) if "url" in source else ())
+
+
+def read_user_table(raw: Path, *, path: str, format: str, target: int | str, task: str) -> Table:
+    """Read a user's table: the ``target`` column (an index, negative from the end, or a csv header
+    name) is y, every other column a feature. Classification labels, numbers or strings, become
+    0..C-1 in sorted order."""
+    source = raw / path
+    frame = read_frame(pd.read_csv, source, **READERS[format])
+    columns = list(frame.columns)
+    if isinstance(target, int):
+        if not -len(columns) <= target < len(columns):
+            raise DataError(f"{source}: target column {target} is out of range; the file has {len(columns)} columns")
+        target = columns[target]
+    elif target not in columns:
+        raise DataError(f"{source}: no target column {target!r}; the file has {columns}")
+    if task == "classification":
+        frame = frame.assign(**{str(target): np.unique(frame[target].astype(str), return_inverse=True)[1]})
+        frame.columns = columns
+    return checked_table(frame, target, source)
+
+
+def user_reader(options: dict[str, Any]) -> partial:
+    """The reader of a user data set (raw folder -> table)."""
+    return partial(read_user_table, path=file_spec(options).path, format=options["format"],
+                   target=options["target"], task=options["task"])

@@ -1,0 +1,14 @@
+"""Rule tables: Tables 3 and 4 (mean +- s.e. over splits, the paper's value beside each cell) of one experiment."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from gpstudy.io import log_to
+from gpstudy.tables import experiment_table, write_table
+
+log_to(snakemake.log[0])
+runs = pd.read_csv(snakemake.input[0])
+for metric in ("rmse", "test_ll"):
+    stem = Path(snakemake.output[metric][0]).with_suffix("")
+    write_table(experiment_table(runs, snakemake.wildcards.experiment, metric), stem)

@@ -1,0 +1,12 @@
+"""Rule violins: Figure 3, RMSE and test log-likelihood over splits per method, PBP beside, of one experiment."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from gpstudy.io import log_to
+from gpstudy.plots import violins
+
+log_to(snakemake.log[0])
+runs = pd.read_csv(snakemake.input[0])
+violins(runs, snakemake.wildcards.experiment, Path(snakemake.output.png), Path(snakemake.output.pdf))

@@ -1,0 +1,76 @@
+"""A user's own data set, by config alone: fetched from a mirror, checked, read, split and trained."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gpstudy.cli import main
+from gpstudy.data import DataError, FetchError, get_dataset, read_table
+from gpstudy.data.prepare import fetch_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_csv(folder: Path, rows: int = 80, seed: int = 0) -> str:
+    """``mydata.csv`` in ``folder``: three features and a target ``y``; returns its sha256."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, size=(rows, 3))
+    y = np.sin(x[:, 0]) + 0.5 * x[:, 1] + 0.1 * rng.normal(size=rows)
+    lines = ["a,b,c,y", *(",".join(f"{value:.6f}" for value in (*row, target)) for row, target in zip(x, y))]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "mydata.csv").write_text("\n".join(lines) + "\n")
+    return hashlib.sha256((folder / "mydata.csv").read_bytes()).hexdigest()
+
+
+def options(sha256: str, **changes) -> dict:
+    return {"source": {"file": "mydata.csv", "sha256": sha256}, "format": "csv", "target": "y",
+            "task": "regression"} | changes
+
+
+def test_a_user_data_set_trains_end_to_end_from_a_csv_in_the_mirror(tmp_path, monkeypatch, capsys):
+    mirror = tmp_path / "mirror"
+    sha256 = write_csv(mirror / "mydata")
+    overlay = tmp_path / "mine.yaml"
+    overlay.write_text(yaml.safe_dump({
+        "datasets": ["mydata"], "dataset_options": {"mydata": options(sha256)},
+        "experiments": {"uci": {"datasets": ["mydata"], "methods": {"svgp": [5], "gpnet": [5]}}}}))
+    monkeypatch.chdir(tmp_path)
+    for method in ("svgp", "gpnet"):
+        main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "mydata", "--method", method,
+              "--M", "5", "--iterations", "20", "--mirror", str(mirror)])
+        metrics = json.loads((tmp_path / f"results/cli/mydata/{method}/M5/split0/metrics.json").read_text())
+        assert metrics["status"] == "ok" and np.isfinite(metrics["rmse"]) and metrics["dataset"] == "mydata"
+    split = np.load(tmp_path / "data/splits/mydata/random/split0.npz")
+    assert split["x_train"].shape == (72, 3) and split["x_test"].shape == (8, 3)  # int(0.9 N) rows, the y column not a feature
+
+
+def test_a_user_file_with_another_checksum_is_refused(tmp_path):
+    mirror = tmp_path / "mirror"
+    write_csv(mirror / "mydata")
+    dataset = get_dataset("mydata", options("0" * 64))
+    with pytest.raises(FetchError, match="sha256 mismatch"):
+        fetch_dataset(dataset, "random", tmp_path / "raw", tmp_path / "raw/files.json", mirror=str(mirror))
+
+
+def test_whitespace_format_with_a_negative_target_index(tmp_path):
+    (tmp_path / "table.txt").write_text("1 2 3\n4 5 6\n7 8 9\n")
+    dataset = get_dataset("mine", {"source": {"file": "table.txt", "sha256": "0" * 64}, "format": "whitespace",
+                                   "target": -1, "task": "regression"})
+    table = read_table(dataset, "random", tmp_path)
+    np.testing.assert_array_equal(table.y, [3, 6, 9])
+    np.testing.assert_array_equal(table.x, [[1, 2], [4, 5], [7, 8]])
+
+
+def test_classification_labels_become_class_indices_and_bad_targets_are_named(tmp_path):
+    (tmp_path / "t.csv").write_text("f,label\n0.1,yes\n0.2,no\n0.3,yes\n")
+    spec = {"source": {"file": "t.csv", "sha256": "0" * 64}, "format": "csv", "task": "classification"}
+    table = read_table(get_dataset("mine", spec | {"target": "label"}), "random", tmp_path)
+    np.testing.assert_array_equal(table.y, [1, 0, 1])
+    with pytest.raises(DataError, match=r"t.csv: no target column 'labels'; the file has \['f', 'label'\]"):
+        read_table(get_dataset("mine", spec | {"target": "labels"}), "random", tmp_path)
+    with pytest.raises(DataError, match="target column 5 is out of range; the file has 2 columns"):
+        read_table(get_dataset("mine", spec | {"target": 5}), "random", tmp_path)
