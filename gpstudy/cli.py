@@ -9,7 +9,9 @@ import torch
 from gpstudy import paths
 from gpstudy.config import data_plan, dataset_of, load_config
 from gpstudy.data import DATASETS, fetch_dataset, prepare_split, prepare_table
+from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.memory import keep_freed_memory
+from gpstudy.metrics import TASK_METRICS
 from gpstudy.methods import METHODS
 from gpstudy.training import run_job, run_settings
 
@@ -75,12 +77,14 @@ def main(argv: list[str] | None = None) -> None:
         config = load_config(*args.config, overrides={"mirror": args.mirror})
         settings = run_settings(config, args.dataset, method=args.method, M=args.M, iterations=args.iterations,
                                 device=args.device)
+        settings.check(dataset_of(config, args.dataset))
         splits = sorted(set(args.split))
         labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
         out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
         out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
         results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
                           out / "checkpoint.pt", labels, jobs_per_gpu=config["jobs_per_gpu"])
+        names = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         for s, metrics in results.items():
-            print(f"{out_dirs[s] / 'metrics.json'}: rmse {metrics['rmse']:.4g}, test_ll {metrics['test_ll']:.4g}, "
-                  f"{metrics['status']}")
+            values = ", ".join(f"{name} {metrics[name]:.4g}" for name in names)
+            print(f"{out_dirs[s] / 'metrics.json'}: {values}, {metrics['status']}")

@@ -5,6 +5,14 @@ import math
 import torch
 from torch import Tensor
 
+from gpstudy import generators as draws
+from gpstudy.likelihoods import Likelihood
+
+TASK_METRICS = {  # a task's test metrics; the first is the learning curves'
+    "regression": ("rmse", "test_ll"),
+    "classification": ("error_rate", "test_ll"),
+}
+
 
 def rmse(mean: Tensor, y: Tensor, y_std: Tensor | float) -> Tensor:
     """sqrt(mean((y - mu)^2)) * std_y ``[*batch]``, for standardized ``mean`` and ``y`` ``[*batch, n]``
@@ -27,7 +35,13 @@ def error_rate(probabilities: Tensor, labels: Tensor) -> Tensor:
     return (predicted.long() != labels.long()).to(probabilities.dtype).mean(-1)
 
 
-def average_log_predictive(log_densities: Tensor) -> Tensor:
-    """mean_i log p(y_i | data) ``[*batch]`` of the log predictive densities ``[*batch, n]`` of a
-    classifier (``Likelihood.log_predictive_density``)."""
-    return log_densities.mean(-1)
+def task_metrics(likelihood: Likelihood, mean: Tensor, var: Tensor, y: Tensor, y_std: Tensor | float,
+                 generators: draws.Generators | None = None) -> dict[str, Tensor]:
+    """The task's ``TASK_METRICS`` ``[*batch]`` from the latent predictive N(mean, var) at the test inputs:
+    regression RMSE and average log density in original units; classification the error rate and the
+    average log predictive density of the labels ``y``."""
+    if likelihood.task == "regression":
+        mean_y, var_y = likelihood.predictive(mean, var)
+        return {"rmse": rmse(mean_y, y, y_std), "test_ll": average_log_likelihood(mean_y, var_y, y, y_std)}
+    return {"error_rate": error_rate(likelihood.predictive(mean, var, generators), y),
+            "test_ll": likelihood.log_predictive_density(y, mean, var, generators).mean(-1)}

@@ -109,14 +109,18 @@ def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.n
 
 
 def learning_curves(curves: pd.DataFrame, png: Path, experiment: str) -> None:
-    """Test RMSE against iteration per (method, M): mean over splits with a ± standard error band.
+    """Test RMSE (a classification: error rate) against iteration per (method, M): mean over splits with a
+    ± standard error band.
 
     Args:
-        curves: one row per evaluation of a run: experiment, dataset, method, M, split, iteration, rmse.
+        curves: one row per evaluation of a run: experiment, dataset, method, M, split, iteration, rmse
+            or error_rate.
         png: output PNG.
         experiment: the experiment drawn, e.g. ``"uci"``; one panel per data set.
     """
-    stats = mean_and_se(curves[curves["experiment"] == experiment], "rmse", ["dataset", "method", "M", "iteration"])
+    runs = curves[curves["experiment"] == experiment]
+    metric = "rmse" if "error_rate" not in runs or runs["error_rate"].isna().all() else "error_rate"
+    stats = mean_and_se(runs, metric, ["dataset", "method", "M", "iteration"])
     datasets = in_order(stats["dataset"], paper_datasets()["dataset"])
     columns = in_order(zip(stats["method"], stats["M"]), paper_columns())
     colors = _colors(columns)
@@ -134,7 +138,7 @@ def learning_curves(curves: pd.DataFrame, png: Path, experiment: str) -> None:
                             color=colors[method, m], alpha=0.25, linewidth=0)
         if log_scale:
             ax.set_xscale("log", nonpositive="mask")
-        ax.set(title=dataset_label(dataset), xlabel="Iteration", ylabel=METRIC_NAMES["rmse"])
+        ax.set(title=dataset_label(dataset), xlabel="Iteration", ylabel=METRIC_NAMES[metric])
     for ax in axes.flat[len(datasets):]:
         ax.set_axis_off()
     figure.legend(handles=[Line2D([], [], color=colors[column], label=method_label(*column)) for column in columns],

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-RUN_COLUMNS = ["experiment", "dataset", "method", "M", "split", "rmse", "test_ll", "iterations", "seconds",
-               "device", "status"]  # results/runs.csv, in this order
+METRICS = ["rmse", "error_rate", "test_ll"]  # every task's test metrics (gpstudy.metrics.TASK_METRICS)
+RUN_COLUMNS = ["experiment", "dataset", "method", "M", "split", *METRICS, "iterations", "seconds",
+               "device", "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
 
 
@@ -26,8 +27,8 @@ def collect_curves(metrics_files: Iterable[Path]) -> pd.DataFrame:
         if curve.exists():  # a failed run may have none
             labels = json.loads(path.read_text())
             frames.append(pd.read_csv(curve).assign(**{label: labels[label] for label in LABELS}))
-    columns = [*LABELS, "iteration", "objective", "seconds", "rmse", "test_ll"]
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    columns = [*LABELS, "iteration", "objective", "seconds", *METRICS]
+    return pd.concat(frames, ignore_index=True).reindex(columns=columns) if frames else pd.DataFrame(columns=columns)
 
 
 def collect_predictions(metrics_files: Iterable[Path]) -> pd.DataFrame:

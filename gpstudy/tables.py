@@ -16,7 +16,8 @@ from gpstudy.io import atomic_path
 from gpstudy.paper import paper_columns, paper_datasets, paper_table
 
 METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP"}  # display names, in plot order
-METRIC_NAMES = {"rmse": "Test RMSE", "test_ll": "Test log-likelihood"}  # display names of the metrics
+METRIC_NAMES = {"rmse": "Test RMSE", "error_rate": "Test error rate",
+                "test_ll": "Test log-likelihood"}  # display names of the metrics
 AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined standard errors (STUDY.md)
 PAPER_ROUNDING = 0.0005  # the paper prints 3 decimals: its standard errors are known to +-0.0005
 KEYS = ["dataset", "method", "M"]  # one cell of Tables 3 and 4

@@ -3,8 +3,10 @@
 import math
 
 import torch
+from torch.distributions import Normal
 
-from gpstudy.metrics import average_log_likelihood, average_log_predictive, error_rate, rmse
+from gpstudy.likelihoods import Bernoulli, GaussianLikelihood
+from gpstudy.metrics import average_log_likelihood, error_rate, rmse, task_metrics
 
 
 def test_rmse_in_original_units():
@@ -48,6 +50,16 @@ def test_error_rate_of_binary_probabilities_per_split():
     assert error_rate(probabilities[0], labels[0].double()) == 1 / 4
 
 
-def test_average_log_predictive_per_split():
-    log_densities = torch.tensor([[-0.5, -1.5, -1.0], [-2.0, 0.0, -4.0]], dtype=torch.float64)
-    torch.testing.assert_close(average_log_predictive(log_densities), torch.tensor([-1.0, -2.0], dtype=torch.float64))
+def test_metrics_follow_the_likelihoods_task():
+    mean, var = torch.tensor([[0.0, 2.0]], dtype=torch.float64), torch.tensor([[0.5, 0.5]], dtype=torch.float64)
+    regression = task_metrics(GaussianLikelihood(0.5, batch_shape=(1,)), mean, var,
+                              torch.tensor([[1.0, 2.0]], dtype=torch.float64), torch.tensor([2.0], dtype=torch.float64))
+    expected_ll = (Normal(mean, 1.0).log_prob(torch.tensor([[1.0, 2.0]], dtype=torch.float64)).mean(-1) - math.log(2))
+    torch.testing.assert_close(regression["rmse"], torch.tensor([2 * math.sqrt(0.5)], dtype=torch.float64))
+    torch.testing.assert_close(regression["test_ll"], expected_ll)
+    labels = torch.tensor([[1, 1]])
+    logits = torch.tensor([[-1.0, 2.0]], dtype=torch.float64)  # class 0, then class 1
+    classification = task_metrics(Bernoulli(), logits, var, labels, 1.0)
+    assert set(classification) == {"error_rate", "test_ll"} and classification["error_rate"].item() == 0.5
+    torch.testing.assert_close(classification["test_ll"],
+                               Bernoulli().log_predictive_density(labels, logits, var).mean(-1))

@@ -1,5 +1,8 @@
 """Functional variational BNN (FBNN, Sun et al. 2019) with GPNet's RFE network."""
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -27,6 +30,10 @@ class FBNN(InferenceNetworkMethod):
         "hyperparameter_objective": {"enum": list(HYPERPARAMETER_OBJECTIVES),
                                      "description": "online hyperparameters: KL over Z (measurement_set) or X_B (batch)"},
     }
+
+    @classmethod
+    def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
+        return ("gaussian", "bernoulli")  # any likelihood of one latent: its expected log density
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]

@@ -1,6 +1,8 @@
 """GPNet: inference networks trained by stochastic functional mirror descent (Shi et al. 2019)."""
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -118,6 +120,11 @@ class GPNet(InferenceNetworkMethod):
         if config.objective not in OBJECTIVES:
             raise ValueError(f"unknown GPNet objective {config.objective!r}; known: {sorted(OBJECTIVES)}")
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+
+    @classmethod
+    def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The conjugate objective needs the Gaussian likelihood; L_t takes any of one latent."""
+        return ("gaussian",) if options["objective"] == "conjugate" else ("gaussian", "bernoulli")
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]

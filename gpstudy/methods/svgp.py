@@ -1,6 +1,8 @@
 """Stochastic variational GP (SVGP) with whitened inducing variables (Hensman et al. 2013)."""
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,6 +48,10 @@ class SVGP(Method):
     options_schema = {
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise by the ELBO"},
     }
+
+    @classmethod
+    def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
+        return ("gaussian", "bernoulli")  # any likelihood of one latent: its expected log density
 
     def __init__(
         self,

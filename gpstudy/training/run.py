@@ -14,8 +14,9 @@ from torch import Tensor
 from gpstudy.data import Split, load_split
 from gpstudy.devices import GPU_LOCK_DIR, gpu_slot
 from gpstudy.io import read_json, write_csv, write_json
+from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import Method, MethodConfig, build_method
-from gpstudy.metrics import average_log_likelihood, rmse
+from gpstudy.metrics import TASK_METRICS, task_metrics
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
                               readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
 from gpstudy.training.fit import fit
@@ -24,7 +25,6 @@ from gpstudy.training.settings import RunSettings
 log = logging.getLogger(__name__)
 
 PREDICT_CHUNK = 4096  # test points predicted at a time (bounds memory on large test sets)
-CURVE_VALUES = ("objective", "rmse", "test_ll")  # the per-split values of a learning-curve record
 
 
 class Problem:
@@ -79,21 +79,20 @@ def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int
 
 
 @torch.no_grad()
-def predict(method: Method, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Predictive mean, latent variance and variance of y ``[*batch, n]`` at ``x`` ``[*batch, n, D]``, in chunks."""
-    parts = []
-    for chunk in x.split(PREDICT_CHUNK, dim=-2):
-        mean, var_f = method.predict_f(chunk)
-        parts.append((mean, var_f, method.likelihood.predictive(mean, var_f)[1]))
+def predict(method: Method, x: Tensor) -> tuple[Tensor, Tensor]:
+    """The latent predictive mean and variance ``[*batch, n]`` at ``x`` ``[*batch, n, D]``, in chunks."""
+    parts = [method.predict_f(chunk) for chunk in x.split(PREDICT_CHUNK, dim=-2)]
     return tuple(torch.cat(part, dim=-1) for part in zip(*parts))
 
 
 def plot_predictions(method: Method, splits: list[Split]) -> list[pd.DataFrame]:
-    """Predictions at each split's plot inputs, in original units: x, mean, var_f, var_y."""
+    """Predictions of a regression at each split's plot inputs, in original units: x, mean, var_f, var_y."""
     like = method.likelihood.noise_variance
     x_plot = torch.as_tensor(_stack(splits, "x_plot"), dtype=like.dtype, device=like.device)
+    mean, var_f = predict(method, x_plot)
+    var_y = method.likelihood.predictive(mean, var_f)[1]
     frames = []
-    for split, mean, var_f, var_y in zip(splits, *(t.cpu().numpy() for t in predict(method, x_plot))):
+    for split, mean, var_f, var_y in zip(splits, *(t.cpu().numpy() for t in (mean, var_f, var_y))):
         x = split.original_x(split.x_plot)
         columns = {"x": x[:, 0]} if x.shape[1] == 1 else {f"x{d}": x[:, d] for d in range(x.shape[1])}
         frames.append(pd.DataFrame({**columns, "mean": split.original_y(mean),
@@ -132,9 +131,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
                           problem.generators).to(problem.device)
 
     def evaluate() -> dict[str, Tensor]:
-        mean, _, var_y = predict(method, problem.x_test)
-        return {"rmse": rmse(mean, problem.y_test, problem.y_std),
-                "test_ll": average_log_likelihood(mean, var_y, problem.y_test, problem.y_std)}
+        return task_metrics(method.likelihood, *predict(method, problem.x_test), problem.y_test, problem.y_std)
 
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     curve, seconds = fit(method, problem.x_train, problem.y_train, iterations=settings.iterations,
@@ -143,24 +140,26 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
                          checkpoint_every=settings.checkpoint_every)
     predictions = plot_predictions(method, problem.splits) if problem.splits[0].x_plot is not None else None
     readable = readable_hyperparameters(problem.kernel, problem.likelihood)
+    metrics = TASK_METRICS[problem.likelihood.task]
     results = {}
     for index, s in enumerate(splits):
-        split_curve = pd.DataFrame([{**record, **{key: record[key][index] for key in CURVE_VALUES}}
+        split_curve = pd.DataFrame([{**record, **{key: record[key][index] for key in ("objective", *metrics)}}
                                     for record in curve])
         write_csv(out_dirs[s] / "learning_curve.csv", split_curve)
         if predictions is not None:
             write_csv(out_dirs[s] / "predictions.csv", predictions[index])
         final = split_curve.iloc[-1]
-        results[s] = {"rmse": float(final["rmse"]), "test_ll": float(final["test_ll"]),
+        results[s] = {**{metric: float(final[metric]) for metric in metrics},
                       "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
-                      "seed": settings.seed + s, "batch_splits": list(splits), "status": _status(split_curve),
+                      "seed": settings.seed + s, "batch_splits": list(splits),
+                      "status": _status(split_curve, ("objective", *metrics)),
                       "hyperparameters": {name: values[index] for name, values in readable.items()}}
     return results
 
 
-def _status(curve: pd.DataFrame) -> str:
-    """"ok", or the failure of a split whose objective or metrics became non-finite."""
-    finite = np.isfinite(curve[list(CURVE_VALUES)].to_numpy()).all(axis=1)
+def _status(curve: pd.DataFrame, values: tuple[str, ...]) -> str:
+    """"ok", or the failure of a split whose objective or metrics (``values``) became non-finite."""
+    finite = np.isfinite(curve[list(values)].to_numpy()).all(axis=1)
     if finite.all():
         return "ok"
     first = int(curve["iteration"][~finite].iloc[0])
@@ -179,7 +178,8 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
         checkpoint.unlink(missing_ok=True)
     except Exception as error:  # a failed run is a row with its status, not a hole in the study
         log.error("runs %s failed:\n%s", list(labels.values()), traceback.format_exc())
-        results = {s: {"rmse": np.nan, "test_ll": np.nan, "iterations": settings.iterations, "seconds": np.nan,
+        metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
+        results = {s: {**dict.fromkeys(metrics, np.nan), "iterations": settings.iterations, "seconds": np.nan,
                        "device": str(settings.torch_device()), "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from gpstudy.cli import main
+from gpstudy.config import ConfigError
 from gpstudy.data import DataError, FetchError, get_dataset, read_table
 from gpstudy.data.prepare import fetch_dataset
 
@@ -74,3 +75,34 @@ def test_classification_labels_become_class_indices_and_bad_targets_are_named(tm
         read_table(get_dataset("mine", spec | {"target": "labels"}), "random", tmp_path)
     with pytest.raises(DataError, match="target column 5 is out of range; the file has 2 columns"):
         read_table(get_dataset("mine", spec | {"target": 5}), "random", tmp_path)
+
+
+def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(-1.5, 1.0, size=(60, 2)), rng.normal(1.5, 1.0, size=(60, 2))])
+    labels = np.repeat(["no", "yes"], 60)
+    mirror = tmp_path / "mirror/blobs"
+    mirror.mkdir(parents=True)
+    (mirror / "blobs.csv").write_text("x1,x2,label\n" + "".join(f"{a:.5f},{b:.5f},{c}\n" for (a, b), c in zip(x, labels)))
+    sha256 = hashlib.sha256((mirror / "blobs.csv").read_bytes()).hexdigest()
+    overlay = tmp_path / "blobs.yaml"
+    overlay.write_text(yaml.safe_dump({
+        "datasets": ["blobs"],
+        "dataset_options": {"blobs": {"source": {"file": "blobs.csv", "sha256": sha256}, "format": "csv",
+                                      "target": "label", "task": "classification", "likelihood": "bernoulli",
+                                      "methods": {"gpnet": {"objective": "elbo"}}}},
+        "methods": {"gpnet": {"hidden_units": 50}, "fbnn": {"hidden_units": 50}},  # a small network: fast
+        "experiments": {"uci": {"datasets": ["blobs"], "methods": {"svgp": [10], "gpnet": [10], "fbnn": [10]}}}}))
+    monkeypatch.chdir(tmp_path)
+    for method in ("svgp", "gpnet", "fbnn"):
+        main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "blobs", "--method", method,
+              "--M", "10", "--iterations", "200", "--mirror", str(tmp_path / "mirror")])
+        metrics = json.loads((tmp_path / f"results/cli/blobs/{method}/M10/split0/metrics.json").read_text())
+        assert metrics["status"] == "ok" and "rmse" not in metrics, metrics
+        assert metrics["error_rate"] <= 0.25 and -0.7 < metrics["test_ll"] < 0  # chance: 0.5 and log(1/2)
+    conjugate = yaml.safe_load(overlay.read_text())
+    del conjugate["dataset_options"]["blobs"]["methods"]
+    overlay.write_text(yaml.safe_dump(conjugate))
+    with pytest.raises(ConfigError, match="method 'gpnet' .*cannot train with likelihood 'bernoulli'; it supports gaussian"):
+        main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "blobs", "--method", "gpnet",
+              "--M", "10", "--iterations", "5", "--mirror", str(tmp_path / "mirror")])

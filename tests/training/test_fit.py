@@ -121,20 +121,20 @@ def test_resume_after_a_crash_is_bit_identical(tmp_path, method, monkeypatch, se
     uninterrupted = train_splits(splits, settings, folders(tmp_path / "a", splits), tmp_path / "a.pt")
 
     import gpstudy.training.run as run_module
-    real_rmse = run_module.rmse
+    real_metrics = run_module.task_metrics
     calls = {"n": 0}
 
     def crash_at_third_evaluation(*args):
         calls["n"] += 1
         if calls["n"] == 3:  # iteration 15: after the checkpoint of iteration 10
             raise KeyboardInterrupt("killed")
-        return real_rmse(*args)
+        return real_metrics(*args)
 
-    monkeypatch.setattr(run_module, "rmse", crash_at_third_evaluation)
+    monkeypatch.setattr(run_module, "task_metrics", crash_at_third_evaluation)
     with pytest.raises(KeyboardInterrupt):
         train_splits(splits, settings, folders(tmp_path / "b", splits), tmp_path / "b.pt")
     assert (tmp_path / "b.pt").exists()
-    monkeypatch.setattr(run_module, "rmse", real_rmse)
+    monkeypatch.setattr(run_module, "task_metrics", real_metrics)
     resumed = train_splits(splits, settings, folders(tmp_path / "b", splits), tmp_path / "b.pt")
     for s in splits:
         for key in ("rmse", "test_ll", "hyperparameters"):
