@@ -16,7 +16,7 @@ import jsonschema
 import yaml
 
 from gpstudy import paths
-from gpstudy.data.registry import DATASETS, Dataset, get_dataset
+from gpstudy.data.registry import DATASETS, PROTOCOLS, Dataset, get_dataset
 from gpstudy.methods import METHODS
 
 SPLIT_KEYS = ("protocol", "splits", "train_size", "test_size")  # a data set's options that shape its splits
@@ -81,9 +81,11 @@ def _raw_schema() -> dict:
 def load_schema() -> dict:
     """The JSON schema of a study configuration, each registered method's options filled in."""
     schema = _raw_schema()
+    schema["properties"]["split_protocol"]["enum"] = [protocol for protocol in PROTOCOLS if protocol != "given"]
     training = schema["$defs"]["training"]
     schema["properties"]["training"] = {**training, "required": sorted(training["properties"])}
     dataset = schema["properties"]["dataset_options"]["additionalProperties"]["properties"]
+    dataset["protocol"]["enum"] = list(PROTOCOLS)
     for name, method in METHODS.items():
         options = method.options_schema
         schema["properties"]["methods"]["properties"][name] = object_schema(options)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpstudy.data.registry import Dataset
+from gpstudy.data.registry import PROTOCOLS, Dataset
 from gpstudy.data.table import DataError, Table
 from gpstudy.data.uci import read_benchmark_table, read_index_split
 from gpstudy.io import atomic_path
@@ -74,7 +74,7 @@ def split_rows(table: Table, protocol: str, split: int, *, seed: int = 0, train_
         if split != 0:
             raise ValueError(f"the 'given' protocol has only split 0, not {split}")
         return np.flatnonzero(~table.test_mask), np.flatnonzero(table.test_mask)
-    raise ValueError(f"unknown split protocol {protocol!r}; known: random, index_files, given")
+    raise ValueError(f"unknown split protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
 
 
 def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: bool, info: dict) -> Split:
