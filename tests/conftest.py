@@ -12,6 +12,21 @@ from gpstudy.methods import MethodConfig
 from gpstudy.training import RunSettings, run_settings
 
 REPO = Path(__file__).resolve().parents[1]
+KERNELS_WITH_FEATURES = {  # every kernel with a random-feature map: test id -> (registry name, options)
+    "rbf": ("rbf", {}),
+    "matern32": ("matern32", {}),
+    "matern52": ("matern52", {}),
+    "arccos0": ("arccos", {"degree": 0}),
+    "arccos1": ("arccos", {"degree": 1}),
+    "arccos2": ("arccos", {"degree": 2}),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test taking ``kernel_with_features`` runs for each kernel with a feature map: (name, options)."""
+    if "kernel_with_features" in metafunc.fixturenames:
+        metafunc.parametrize("kernel_with_features", list(KERNELS_WITH_FEATURES.values()),
+                             ids=list(KERNELS_WITH_FEATURES))
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 

@@ -10,24 +10,16 @@ from gpstudy.kernels import ArcCosine, build_kernel
 
 DTYPE = settings.DEFAULT_DTYPE
 COUNT = 200_000  # frequencies of the Monte Carlo estimate
-WITH_FEATURES = {  # every kernel with a feature map: name -> (registry name, options)
-    "rbf": ("rbf", {}),
-    "matern32": ("matern32", {}),
-    "matern52": ("matern52", {}),
-    "arccos0": ("arccos", {"degree": 0}),
-    "arccos1": ("arccos", {"degree": 1}),
-    "arccos2": ("arccos", {"degree": 2}),
-}
 
 
 @functools.cache
-def monte_carlo(name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def monte_carlo(name: str, options: tuple) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The estimate phi(X) phi(X')^T ``[4, 6]``, its standard error and the exact K(X, X') (X' holds X).
 
     The estimate is the mean over frequencies j of z_j = COUNT phi_j(x) . phi_j(x'), phi_j being the
     features of frequency j (cos and sin for Fourier features), so the standard error is std(z) / sqrt(COUNT).
     """
-    kernel = build_kernel(WITH_FEATURES[name][0], 3, WITH_FEATURES[name][1])
+    kernel = build_kernel(name, 3, dict(options))
     with torch.no_grad():
         kernel.raw_lengthscale.copy_(torch.tensor([0.8, 1.2, 1.5], dtype=DTYPE).expm1().log())
         kernel.raw_variance.fill_(0.5)
@@ -42,24 +34,23 @@ def monte_carlo(name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return z.mean(-1), z.std(-1) / COUNT**0.5, kernel(x[:4], x)
 
 
-@pytest.mark.parametrize("name", sorted(WITH_FEATURES))
-def test_features_estimate_the_kernel(name):
-    estimate, standard_error, exact = monte_carlo(name)
+def test_features_estimate_the_kernel(kernel_with_features):
+    name, options = kernel_with_features
+    estimate, standard_error, exact = monte_carlo(name, tuple(options.items()))
     assert ((estimate - exact).abs() < 5 * standard_error + 1e-12).all()
 
 
-@pytest.mark.parametrize("name", sorted(WITH_FEATURES))
-def test_tolerance_would_catch_a_factor_of_two(name):
+def test_tolerance_would_catch_a_factor_of_two(kernel_with_features):
     """The standard error is 0.1-0.5% of the kernel (1.1% for arc-cosine degree 2: heavy-tailed p^4)."""
-    estimate, standard_error, exact = monte_carlo(name)
+    name, options = kernel_with_features
+    estimate, standard_error, exact = monte_carlo(name, tuple(options.items()))
     assert (standard_error < 0.015 * exact.abs()).all()
     assert ((estimate - 2 * exact).abs() > 5 * standard_error + 1e-12).all()
     assert ((estimate - exact / 2).abs() > 5 * standard_error + 1e-12).all()
 
 
-@pytest.mark.parametrize("name", sorted(WITH_FEATURES))
-def test_frequencies_draw_one_generator_per_split(name):
-    feature_map = build_kernel(WITH_FEATURES[name][0], 3, WITH_FEATURES[name][1]).feature_map()
+def test_frequencies_draw_one_generator_per_split(kernel_with_features):
+    feature_map = build_kernel(kernel_with_features[0], 3, kernel_with_features[1]).feature_map()
     like = torch.ones((), dtype=DTYPE)
     batched = feature_map.draw_frequencies(3, 50, [torch.Generator().manual_seed(s) for s in (3, 4)], like)
     assert batched.shape == (2, 3, 50) and batched.dtype == DTYPE
