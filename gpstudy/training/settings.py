@@ -102,7 +102,8 @@ class RunSettings:
 
 def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) -> RunSettings:
     """The settings of a method's runs on a data set, from the lowest precedence to the highest: the
-    config's ``training`` and ``methods.<method>``; the data set's options (a method option only for
+    config's ``training``; ``methods.<method>`` (the method's options, and training keys for it); the
+    data set's options (a method option only for
     methods that have it); the data set's ``methods.<method>``; the config's study-wide ``iterations``
     and ``device`` when set; then ``overrides``, which must name ``method`` and ``M`` (a None is
     ignored). ``dataset=None`` gives the config's defaults alone.

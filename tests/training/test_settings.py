@@ -1,12 +1,13 @@
 """Run settings: config.yaml's defaults, then the data set's options, then its per-method ones, then the
 command line; no defaults of their own."""
 
+import copy
 from dataclasses import fields
 
 import numpy as np
 import pytest
 
-from gpstudy.config import training_keys
+from gpstudy.config import training_keys, validate_config
 from gpstudy.training import RunSettings, run_settings
 from gpstudy.training.settings import SettingsError
 
@@ -31,6 +32,16 @@ def test_snelson_pretrains_every_method_and_keeps_the_hyperparameters_fixed(stud
         assert settings.pretrain and settings.pretrain_iterations == 100
         assert settings.options["online_hyperparameters"] is False
     assert run_settings(study_config, "snelson", method="gpnet", M=5).options["box"] == [[-3.0], [10.0]]
+
+
+def test_a_training_key_for_one_method_yields_to_the_data_sets(study_config):
+    config = copy.deepcopy(study_config)
+    config["methods"]["svgp"]["kernel"] = "matern52"
+    config["dataset_options"]["boston"]["kernel"] = "matern32"
+    validate_config(config)
+    assert run_settings(config, "concrete", method="svgp", M=5).kernel == "matern52"
+    assert run_settings(config, "concrete", method="gpnet", M=5).kernel == "rbf"
+    assert run_settings(config, "boston", method="svgp", M=5).kernel == "matern32"
 
 
 def test_study_wide_keys_override_every_data_set(study_config):
