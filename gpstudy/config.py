@@ -7,6 +7,7 @@ the likelihood against the data set's task and against what the method supports.
 """
 
 import copy
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -103,9 +104,10 @@ def validate_config(config: dict[str, Any]) -> None:
     """
     errors = sorted(jsonschema.Draft202012Validator(load_schema()).iter_errors(config),
                     key=lambda e: list(e.absolute_path))
-    if errors:
-        raise ConfigError("invalid configuration:\n" + "\n".join(
-            f"  config key {e.json_path}: {e.message}" for e in errors))
+    problems = [f"  config key {e.json_path}: {e.message}" for e in errors]
+    problems += [f"  config key {path}: a number must be finite, not NaN or infinite" for path in _non_finite(config)]
+    if problems:
+        raise ConfigError("invalid configuration:\n" + "\n".join(problems))
     known = set(DATASETS) | set(user_datasets(config))
     named = [("datasets", config["datasets"]), ("dataset_options", config.get("dataset_options", {}))]
     named += [(f"experiments.{name}.datasets", spec["datasets"]) for name, spec in config["experiments"].items()]
@@ -137,6 +139,17 @@ def validate_config(config: dict[str, Any]) -> None:
         except SettingsError as error:
             raise ConfigError(f"invalid configuration:\n  experiment {job.experiment!r}, data set {job.dataset!r}, "
                               f"method {job.method!r}: {error}") from None
+
+
+def _non_finite(value: Any, path: str = "$") -> list[str]:
+    """The paths of every NaN or infinite number in a config (JSON schema's bounds let NaN through)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path]
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _non_finite(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _non_finite(item, f"{path}[{index}]")]
+    return []
 
 
 def user_datasets(config: dict[str, Any]) -> dict[str, dict]:

@@ -1,6 +1,8 @@
 """Atomic file output: every file gpstudy writes appears whole or not at all."""
 
 import contextlib
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -9,6 +11,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+SOURCE_SUFFIXES = (".py", ".yaml", ".tsv")  # the package files whose content is the code of a run
 
 UMASK = os.umask(0o022)  # the process's umask, read (and restored) once at import
 os.umask(UMASK)
@@ -60,3 +64,14 @@ def log_to(path: str | os.PathLike) -> None:
     sys.stderr = stream
     logging.basicConfig(stream=stream, level=logging.INFO, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@functools.cache
+def source_digest() -> str:
+    """The sha256 of the gpstudy package's source (every ``SOURCE_SUFFIXES`` file, by path): the code
+    version a checkpoint records."""
+    root = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()

@@ -57,6 +57,7 @@ def fit(
     eval_every: int,
     checkpoint: Path | None = None,
     checkpoint_every: int = 1000,
+    fingerprint: str = "",
 ) -> tuple[list[dict[str, float]], float]:
     """Train ``method`` with one Adam for ``iterations`` steps (t = 1..T); resume from ``checkpoint``.
 
@@ -75,6 +76,8 @@ def fit(
         eval_every: iterations between evaluations; the last iteration is always evaluated.
         checkpoint: file holding the latest state; loaded if present, written every
             ``checkpoint_every`` iterations. Resuming gives the same numbers as an uninterrupted run.
+        fingerprint: what the run is (settings, splits, start, code); a checkpoint written under
+            another fingerprint is discarded with a warning, never resumed.
 
     Returns:
         The learning curve (one dict per evaluation: iteration, seconds, and per split the objective
@@ -85,8 +88,8 @@ def fit(
     optimizer = torch.optim.Adam(trained, lr=lr, fused=True)  # one pass over each tensor per step
     sampler = BatchSampler(x_train.shape[-2], batch_size, generators, x_train.device)
     start, curve, seconds = 1, [], 0.0
-    if checkpoint is not None and checkpoint.exists():
-        state = torch.load(checkpoint, map_location=x_train.device, weights_only=False)
+    state = _load(checkpoint, fingerprint, x_train.device) if checkpoint is not None else None
+    if state is not None:
         method.load_state_dict(state["method"])
         optimizer.load_state_dict(state["optimizer"])
         draws.set_state(generators, state["generators"])
@@ -111,7 +114,7 @@ def fit(
             seconds += _elapsed(tic, x_train.device)
             _save(checkpoint, {"method": method.state_dict(), "optimizer": optimizer.state_dict(),
                                "generators": draws.get_state(generators), "sampler": sampler.state_dict(),
-                               "step": step, "curve": curve, "seconds": seconds})
+                               "step": step, "curve": curve, "seconds": seconds, "fingerprint": fingerprint})
             tic = time.perf_counter()
     return curve, seconds
 
@@ -121,6 +124,30 @@ def _elapsed(tic: float, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter() - tic
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be read: a fault of the machine, not of the method (the job fails)."""
+
+
+def _load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
+    """The state saved at ``path`` under ``fingerprint``; None if there is none or it belongs to another run.
+
+    Loaded with ``weights_only=True``: a checkpoint holds tensors, numbers and strings, never code.
+    """
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as error:  # torch raises pickle, zip and runtime errors alike
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
+                              "delete it to train afresh") from error
+    if state.get("fingerprint") != fingerprint:
+        log.warning("checkpoint %s belongs to other settings, splits, start or code: discarded, training afresh",
+                    path)
+        path.unlink()
+        return None
+    return state
 
 
 def _save(path: Path, state: dict) -> None:

@@ -1,9 +1,11 @@
 """A batch of runs: one method trained on several splits of a data set at once, each split evaluated on
 its own test set and written to its own folder."""
 
+import hashlib
+import json
 import logging
 import traceback
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,8 @@ from torch import Tensor
 
 from gpstudy.data import Split, load_split
 from gpstudy.devices import GPU_LOCK_DIR, gpu_slot
-from gpstudy.io import read_json, write_csv, write_json
+from gpstudy.gaussian import CholeskyError
+from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import Method, MethodConfig, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
@@ -24,6 +27,8 @@ from gpstudy.training.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
+METHOD_FAILURES = (CholeskyError,)  # errors of the method itself: failed rows (any other error fails the job)
+RUN_FILES = ("metrics.json", "learning_curve.csv", "predictions.csv")  # what a run writes in its folder
 PREDICT_CHUNK = 4096  # test points predicted at a time (bounds memory on large test sets)
 
 
@@ -134,10 +139,12 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         return task_metrics(method.likelihood, *predict(method, problem.x_test), problem.y_test, problem.y_std)
 
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    fingerprint = json.dumps({"settings": asdict(settings), "splits": {s: _digest(split) for s, split in splits.items()},
+                              "hyperparameters": hyperparameters, "code": source_digest()}, sort_keys=True, default=str)
     curve, seconds = fit(method, problem.x_train, problem.y_train, iterations=settings.iterations,
                          batch_size=settings.batch_size, lr=settings.lr, generators=problem.generators,
                          evaluate=evaluate, eval_every=settings.eval_every, checkpoint=checkpoint,
-                         checkpoint_every=settings.checkpoint_every)
+                         checkpoint_every=settings.checkpoint_every, fingerprint=fingerprint)
     predictions = plot_predictions(method, problem.splits) if problem.splits[0].x_plot is not None else None
     readable = readable_hyperparameters(problem.kernel, problem.likelihood)
     metrics = TASK_METRICS[problem.likelihood.task]
@@ -157,27 +164,44 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
     return results
 
 
+def _digest(split: Split) -> str:
+    """The sha256 of a split's arrays: the data a checkpoint was trained on."""
+    digest = hashlib.sha256()
+    for values in (split.x_train, split.y_train, split.x_test, split.y_test):
+        digest.update(np.ascontiguousarray(values).tobytes())
+    return digest.hexdigest()
+
+
 def _status(curve: pd.DataFrame, values: tuple[str, ...]) -> str:
     """"ok", or the failure of a split whose objective or metrics (``values``) became non-finite."""
-    finite = np.isfinite(curve[list(values)].to_numpy()).all(axis=1)
+    finite = np.isfinite(curve[list(values)].to_numpy())
     if finite.all():
         return "ok"
-    first = int(curve["iteration"][~finite].iloc[0])
-    return f"failed: non-finite objective or metrics by iteration {first} (e.g. a Cholesky that no jitter saved)"
+    row = int(np.flatnonzero(~finite.all(axis=1))[0])
+    names = ", ".join(name for name, ok in zip(values, finite[row]) if not ok)
+    return (f"failed: non-finite {names} at iteration {int(curve['iteration'].iloc[row])} (a Cholesky that no "
+            "jitter saved, or non-finite test data)")
 
 
 def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
                labels: dict[int, dict], hyperparameters: dict[int, dict] | None = None) -> dict[int, dict]:
-    """:func:`train_splits`, writing each split's ``metrics.json``; a failure is recorded with its status,
-    not raised, and the finished batch's checkpoint is removed.
+    """:func:`train_splits`, writing each split's ``metrics.json`` (after removing what an earlier run of
+    these splits left in their folders); the finished batch's checkpoint is removed.
 
-    ``labels[s]`` (experiment, dataset, method, M, split) are written into split s's ``metrics.json``.
+    A failure of the method (``METHOD_FAILURES``: no jitter saved a Cholesky of any split) is recorded as
+    each split's failed status, not raised; any other error (a fault of the machine: disk, checkpoint,
+    device) is raised, so the job fails and a rerun retries it. ``labels[s]`` (experiment, dataset,
+    method, M, split) are written into split s's ``metrics.json``.
     """
+    for folder in out_dirs.values():
+        for name in RUN_FILES:
+            (folder / name).unlink(missing_ok=True)
     try:
         results = train_splits(splits, settings, out_dirs, checkpoint, hyperparameters)
         checkpoint.unlink(missing_ok=True)
-    except Exception as error:  # a failed run is a row with its status, not a hole in the study
+    except METHOD_FAILURES as error:  # a failed run is a row with its status, not a hole in the study
         log.error("runs %s failed:\n%s", list(labels.values()), traceback.format_exc())
+        checkpoint.unlink(missing_ok=True)
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**dict.fromkeys(metrics, np.nan), "iterations": settings.iterations, "seconds": np.nan,
                        "device": str(settings.torch_device()), "seed": settings.seed + s,

@@ -51,6 +51,10 @@ class RunSettings:
     def check(self, dataset: Dataset) -> None:
         """Raise :class:`SettingsError` unless kernel, likelihood and method fit each other and ``dataset``."""
         method = METHODS[self.method]
+        if self.M < 1:
+            raise SettingsError(f"M = {self.M}: a method needs at least one inducing or measurement point")
+        _validate({name: getattr(self, name) for name in training_keys()}, object_schema(training_keys()),
+                  "training settings")
         for kind, name, registry in (("kernel", self.kernel, KERNELS), ("likelihood", self.likelihood, LIKELIHOODS)):
             if name not in registry:
                 raise SettingsError(f"unknown {kind} {name!r}; known: {', '.join(sorted(registry))}")

@@ -145,14 +145,13 @@ def test_resume_after_a_crash_is_bit_identical(tmp_path, method, monkeypatch, se
         assert len(curves[0]) == 6
 
 
-def test_failed_run_is_a_row_with_its_status(tmp_path, settings_for):
+def test_an_error_that_is_not_the_methods_fails_the_job(tmp_path, settings_for):
+    """Only a failure of the method itself is a failed row (tests/faults); anything else is raised."""
     settings = replace(settings_for(method="gpnet", M=4, iterations=3), options={
         **settings_for(method="gpnet", M=4).options, "measurement": "nowhere"})  # past the config's validation
-    metrics = run_splits({0: toy_split()}, settings, {0: tmp_path}, tmp_path / "c.pt",
-                         {0: {"dataset": "toy", "method": "gpnet"}})
-    written = json.loads((tmp_path / "metrics.json").read_text())
-    assert written["status"].startswith("failed: ") and "nowhere" in written["status"]
-    assert written["dataset"] == "toy" and np.isnan(metrics[0]["rmse"])
+    with pytest.raises(ValueError, match="nowhere"):
+        run_splits({0: toy_split()}, settings, {0: tmp_path}, tmp_path / "c.pt", {0: {"dataset": "toy"}})
+    assert not (tmp_path / "metrics.json").exists()
 
 
 def test_finished_run_leaves_metrics_and_no_checkpoint(tmp_path, settings_for):
