@@ -90,6 +90,7 @@ def predict(method: Method, x: Tensor) -> tuple[Tensor, Tensor]:
     return tuple(torch.cat(part, dim=-1) for part in zip(*parts))
 
 
+@torch.no_grad()
 def plot_predictions(method: Method, splits: list[Split]) -> list[pd.DataFrame]:
     """Predictions of a regression at each split's plot inputs, in original units: x, mean, var_f, var_y."""
     like = method.likelihood.noise_variance

@@ -10,14 +10,14 @@ import torch
 
 from gpstudy.data import Split
 from gpstudy.methods import METHODS
-from gpstudy.training import BatchSampler, run_splits, train_splits
+from gpstudy.training import BatchSampler, exact_reference, run_splits, train_splits
 from gpstudy.training.run import Problem
 
 
 def toy_split(n=60, n_test=20, d=2, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.uniform(-2, 2, size=(n + n_test, d))
-    y = np.sin(2 * x[:, 0]) + 0.3 * x[:, 1] + 0.1 * rng.normal(size=n + n_test)
+    y = np.sin(2 * x[:, 0]) + 0.3 * x[:, -1] + 0.1 * rng.normal(size=n + n_test)
     x_mean, x_std = x[:n].mean(0), x[:n].std(0)
     return Split((x[:n] - x_mean) / x_std, y[:n], (x[n:] - x_mean) / x_std, y[n:], x_mean, x_std, 0.0, 2.0 + seed, {})
 
@@ -160,3 +160,10 @@ def test_finished_run_leaves_metrics_and_no_checkpoint(tmp_path, settings_for):
     assert metrics[0]["status"] == "ok" and np.isfinite(metrics[0]["rmse"])
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["learning_curve.csv", "metrics.json"]
     assert not (tmp_path / "c.pt").exists()
+
+
+def test_exact_reference_predicts_at_the_plot_inputs(settings_for):
+    split = replace(toy_split(d=1), x_plot=np.linspace(-2, 2, 7)[:, None])
+    reference = exact_reference(split, None, settings_for("exact", 1))
+    assert list(reference.columns) == ["x", "mean", "var_f", "var_y"] and len(reference) == 7
+    assert np.isfinite(reference.to_numpy()).all() and (reference["var_y"] > reference["var_f"]).all()
