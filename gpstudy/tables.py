@@ -158,8 +158,9 @@ def _caption(table: pd.DataFrame, notation: _Notation) -> str:
     counts = table.loc[table["n"] > 0, "n"]
     splits = "no" if counts.empty else "-".join(map(str, sorted({counts.min(), counts.max()})))
     caption = (f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over {splits} "
-               "splits (std with ddof 0 over sqrt(n), as the authors' evaluation); the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
-               f"{AGREEMENT_SE:g} combined standard errors of it.")
+               f"splits (std with ddof 0 over sqrt(n), as the authors' evaluation); the paper's in parentheses; "
+               f"{notation.agree} / {notation.disagree}: within / beyond {AGREEMENT_SE:g} combined standard errors "
+               "of it.")
     failed = table[table["failed"] > 0]
     if not failed.empty:
         where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}: {row.failed}"

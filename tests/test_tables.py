@@ -78,6 +78,7 @@ def test_write_table_csv_md_tex(runs, tmp_path):
     assert "| 2.000 ± 0.471 (2.897 ± 0.132) ✓ | 11.000 ± 0.471 (2.786 ± 0.142) ✗ | — |" in rows[2]
     assert "| 5.768 ± n/a (5.768 ± 0.094) |" in rows[3]
     assert "Failed runs left out (1): Boston SVGP 100: 1." in markdown
+    assert "over 1-3 splits (std with ddof 0 over sqrt(n)" in markdown and "✓ / ✗: within / beyond 2 combined" in markdown
 
     tex = (tmp_path / "table3.tex").read_text(encoding="utf-8")
     assert r"2.000 $\pm$ 0.471 (2.897 $\pm$ 0.132) \checkmark & 11.000 $\pm$ 0.471 (2.786 $\pm$ 0.142) $\times$" in tex
