@@ -34,7 +34,7 @@ def ensure_split(config: dict, dataset: str, split: int) -> Path:
         prepare_table(spec, plan.protocol, manifest.parent, table)
     if not output.exists():
         prepare_split(spec, plan.protocol, split, table, manifest.parent, output, seed=config["seed"],
-                      train_size=plan.train_size, test_size=plan.test_size)
+                      **plan.split_options())
     return output
 
 

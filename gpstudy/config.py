@@ -20,7 +20,6 @@ from gpstudy import paths
 from gpstudy.data.registry import DATASETS, PROTOCOLS, Dataset, get_dataset
 from gpstudy.methods import METHODS
 
-SPLIT_KEYS = ("protocol", "splits", "train_size", "test_size")  # a data set's options that shape its splits
 OUTPUT_FILES = {  # an experiment's output -> its files
     "tables": [paths.TABLES + ext for ext in (".csv", ".md", ".tex")],
     "violins": [paths.VIOLINS + ext for ext in (".png", ".pdf")],
@@ -42,6 +41,11 @@ class DataPlan:
     splits: tuple[int, ...]  # split indices
     train_size: int | None = None  # random protocol: training rows (default int(0.9 N))
     test_size: int | None = None  # random protocol: test rows (default the rest)
+    drop_features: tuple[int, ...] = ()  # feature columns left out of the splits (0-based)
+
+    def split_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``gpstudy.data.prepare_split`` beyond the protocol and split."""
+        return {"train_size": self.train_size, "test_size": self.test_size, "drop_features": self.drop_features}
 
 
 def load_config(*files: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -169,7 +173,8 @@ def data_plan(config: dict[str, Any], name: str) -> DataPlan:
     registered = dataset_of(config, name).protocol
     protocol = options.get("protocol", registered if registered == "given" else config["split_protocol"])
     splits = 1 if protocol == "given" else options.get("splits", config["splits"])
-    return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"))
+    return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"),
+                    tuple(options.get("drop_features", ())))
 
 
 def experiment_targets(config: dict[str, Any]) -> list[str]:

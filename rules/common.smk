@@ -73,10 +73,9 @@ def pretrain_settings_params(wildcards):
     return asdict(run_settings(config, wildcards.dataset, method="exact", M=1))
 
 
-def split_sizes(wildcards):
-    """Training and test sizes of the random protocol for one data set (None: the defaults)."""
-    plan = data_plan(config, wildcards.dataset)
-    return {"train_size": plan.train_size, "test_size": plan.test_size}
+def split_options(wildcards):
+    """How a data set's splits are cut beyond protocol and index: sizes, features left out."""
+    return data_plan(config, wildcards.dataset).split_options()
 
 
 def batch_dirs(experiment=None):

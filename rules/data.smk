@@ -43,7 +43,7 @@ rule split:
         paths.SPLIT,
     params:
         seed=config["seed"],
-        sizes=split_sizes,
+        options=split_options,
     log:
         "logs/split/{dataset}/{protocol}/split{split}.log",
     benchmark:

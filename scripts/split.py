@@ -9,4 +9,4 @@ from gpstudy.io import log_to
 log_to(snakemake.log[0])
 prepare_split(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, int(snakemake.wildcards.split),
               Path(snakemake.input.table), Path(snakemake.input.manifest).parent, Path(snakemake.output[0]),
-              seed=snakemake.params.seed, **snakemake.params.sizes)
+              seed=snakemake.params.seed, **snakemake.params.options)

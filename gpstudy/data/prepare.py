@@ -1,7 +1,10 @@
 """The data stage, one function per Snakemake step: fetch a data set, read its table, write a split."""
 
 import logging
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from gpstudy.data.fetch import fetch_file, sha256_of
 from gpstudy.data.registry import Dataset
@@ -29,10 +32,20 @@ def prepare_table(dataset: Dataset, protocol: str, raw: Path, output: Path) -> N
 
 
 def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path, raw: Path, output: Path, *,
-                  seed: int = 0, train_size: int | None = None, test_size: int | None = None) -> None:
-    """Write split ``split`` of a data set, standardized with training statistics."""
+                  seed: int = 0, train_size: int | None = None, test_size: int | None = None,
+                  drop_features: tuple[int, ...] = ()) -> None:
+    """Write split ``split`` of a data set, standardized with training statistics, without the feature
+    columns ``drop_features``."""
     table = load_table(table_path)
+    if drop_features:
+        if max(drop_features) >= table.x.shape[1]:
+            raise ValueError(f"{dataset.name}: drop_features {list(drop_features)} names a column past its "
+                             f"{table.x.shape[1]} features")
+        table = replace(table, x=np.delete(table.x, list(drop_features), axis=1),
+                        x_plot=None if table.x_plot is None else np.delete(table.x_plot, list(drop_features), axis=1))
+        log.info("%s: features %s left out of the splits", dataset.name, list(drop_features))
     train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size,
                              test_size=test_size, raw=raw)
-    info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed}
+    info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed,
+            "drop_features": list(drop_features)}
     save_split(output, make_split(table, train, test, dataset.standardize, info))

@@ -1,5 +1,7 @@
 """Split protocols, standardization and the split file."""
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -77,3 +79,22 @@ def test_split_file_round_trip(tmp_path):
         np.testing.assert_array_equal(getattr(loaded, name), getattr(split, name))
     assert (loaded.y_mean, loaded.y_std, loaded.info) == (split.y_mean, split.y_std, split.info)
     assert [p.name for p in path.parent.iterdir()] == ["split0.npz"]
+
+
+def test_drop_features_leaves_columns_out_of_every_split(tmp_path, study_config):
+    from gpstudy.config import data_plan, merge
+    from gpstudy.data import get_dataset, load_split, prepare_split, save_table
+
+    rng = np.random.default_rng(0)
+    save_table(tmp_path / "table.npz", Table(x=rng.normal(size=(30, 4)), y=rng.normal(size=30)))
+    config = copy.deepcopy(study_config)
+    merge(config, {"dataset_options": {"boston": {"drop_features": [1, 3]}}})
+    plan = data_plan(config, "boston")
+    assert plan.drop_features == (1, 3)
+    prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path, tmp_path / "split.npz",
+                  **plan.split_options())
+    kept = load_split(tmp_path / "split.npz")
+    assert kept.x_train.shape[1] == 2 and kept.info["drop_features"] == [1, 3]
+    with pytest.raises(ValueError, match=r"boston: drop_features \[7\] names a column past its 4 features"):
+        prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path, tmp_path / "s.npz",
+                      drop_features=(7,))
