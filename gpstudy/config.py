@@ -7,6 +7,7 @@ the likelihood against the data set's task and against what the method supports.
 """
 
 import copy
+import functools
 import math
 from dataclasses import dataclass
 from importlib import resources
@@ -19,13 +20,14 @@ import yaml
 from gpstudy import paths
 from gpstudy.data.registry import DATASETS, PROTOCOLS, Dataset, get_dataset
 from gpstudy.methods import METHODS
+from gpstudy.metrics import TASK_METRICS
 
 OUTPUT_FILES = {  # an experiment's output -> its files
     "tables": [paths.TABLES + ext for ext in (".csv", ".md", ".tex")],
     "violins": [paths.VIOLINS + ext for ext in (".png", ".pdf")],
     "posteriors": [paths.POSTERIORS + ext for ext in (".png", ".pdf")],
 }
-TABLE_METRICS = ("rmse", "test_ll")  # the metrics of the `tables` output
+TABLE_METRICS = TASK_METRICS["regression"]  # the metrics of the `tables` output (Tables 3 and 4)
 USER_DATASET_KEYS = ("source", "format", "target", "task")  # a data set's options that define a user data set
 
 
@@ -79,13 +81,15 @@ def object_schema(properties: dict[str, dict], required: bool = True) -> dict:
             **({"required": sorted(properties)} if required else {})}
 
 
+@functools.cache
 def _raw_schema() -> dict:
+    """``config.schema.yaml`` as written, read once (callers copy before they change it)."""
     return yaml.safe_load(resources.files("gpstudy").joinpath("config.schema.yaml").read_text())
 
 
 def load_schema() -> dict:
     """The JSON schema of a study configuration, each registered method's options filled in."""
-    schema = _raw_schema()
+    schema = copy.deepcopy(_raw_schema())
     schema["properties"]["split_protocol"]["enum"] = [protocol for protocol in PROTOCOLS if protocol != "given"]
     training = schema["$defs"]["training"]
     schema["properties"]["training"] = {**training, "required": sorted(training["properties"])}
@@ -126,7 +130,6 @@ def validate_config(config: dict[str, Any]) -> None:
             if method not in METHODS:
                 raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.methods.{method}: "
                                   f"unknown method {method!r}; known: {', '.join(sorted(METHODS))}")
-    for name, spec in config["experiments"].items():
         if "posteriors" in spec.get("outputs", []) and len(spec["datasets"]) != 1:
             raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
                               f"one data set of one input, not {len(spec['datasets'])}")

@@ -4,11 +4,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpstudy.config import TABLE_METRICS
 from gpstudy.io import log_to
 from gpstudy.tables import experiment_table, write_table
 
 log_to(snakemake.log[0])
 runs = pd.read_csv(snakemake.input[0])
-for metric in ("rmse", "test_ll"):
+for metric in TABLE_METRICS:
     stem = Path(snakemake.output[metric][0]).with_suffix("")
     write_table(experiment_table(runs, snakemake.wildcards.experiment, metric), stem)

@@ -58,7 +58,8 @@ def get_dataset(name: str, options: dict | None = None) -> Dataset:
     """The registered data set ``name``; the error lists the known ones. With ``options`` (a config's
     ``dataset_options`` entry that has a ``source``), the user's own data set of that name."""
     if options is not None:
-        return Dataset(name, user.user_reader(options), task=options["task"], own_files=(user.file_spec(options),))
+        spec = user.file_spec(options)
+        return Dataset(name, user.user_reader(options, spec.path), task=options["task"], own_files=(spec,))
     try:
         return DATASETS[name]
     except KeyError:

@@ -46,7 +46,7 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
     return checked_table(frame, target, source)
 
 
-def user_reader(options: dict[str, Any]) -> partial:
-    """The reader of a user data set (raw folder -> table)."""
-    return partial(read_user_table, path=file_spec(options).path, format=options["format"],
+def user_reader(options: dict[str, Any], path: str) -> partial:
+    """The reader of a user data set whose file is ``path`` in its raw folder (raw folder -> table)."""
+    return partial(read_user_table, path=path, format=options["format"],
                    target=options["target"], task=options["task"])

@@ -15,6 +15,7 @@ LIKELIHOODS: dict[str, type[Likelihood]] = {  # every likelihood by name; tests 
     "bernoulli": Bernoulli,
     "softmax": Softmax,
 }
+ONE_LATENT = ("gaussian", "bernoulli")  # the likelihoods of one latent function per point
 
 
 def build_likelihood(name: str, options: dict[str, Any], dtype: torch.dtype = DEFAULT_DTYPE,
@@ -32,4 +33,4 @@ def build_likelihood(name: str, options: dict[str, Any], dtype: torch.dtype = DE
     return LIKELIHOODS[name](**options, dtype=dtype, batch_shape=batch_shape)
 
 
-__all__ = ["LIKELIHOODS", "Bernoulli", "GaussianLikelihood", "Likelihood", "Softmax", "build_likelihood"]
+__all__ = ["LIKELIHOODS", "ONE_LATENT", "Bernoulli", "GaussianLikelihood", "Likelihood", "Softmax", "build_likelihood"]

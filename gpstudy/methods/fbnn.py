@@ -8,6 +8,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, kl_divergence_of_covariances
+from gpstudy.likelihoods import ONE_LATENT
 from gpstudy.methods.base import InferenceNetworkMethod, function_space_elbo
 
 HYPERPARAMETER_OBJECTIVES = ("measurement_set", "batch")  # what the kernel's KL covers when learned online
@@ -33,7 +34,7 @@ class FBNN(InferenceNetworkMethod):
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
-        return ("gaussian", "bernoulli")  # any likelihood of one latent: its expected log density
+        return ONE_LATENT  # any likelihood of one latent: its expected log density
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]

@@ -10,7 +10,7 @@ from torch import Tensor
 from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_prior, tempered_target
 from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
 from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo
 
 
@@ -124,7 +124,7 @@ class GPNet(InferenceNetworkMethod):
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
         """The conjugate objective needs the Gaussian likelihood; L_t takes any of one latent."""
-        return ("gaussian",) if options["objective"] == "conjugate" else ("gaussian", "bernoulli")
+        return ("gaussian",) if options["objective"] == "conjugate" else ONE_LATENT
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]

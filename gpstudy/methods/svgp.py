@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, cholesky, kl_to_standard_normal, raw_scale_tril, scale_tril
 from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
 from gpstudy.methods.base import Method, MethodConfig
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class SVGP(Method):
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
-        return ("gaussian", "bernoulli")  # any likelihood of one latent: its expected log density
+        return ONE_LATENT  # any likelihood of one latent: its expected log density
 
     def __init__(
         self,
