@@ -31,9 +31,9 @@ def ensure_split(config: dict, dataset: str, split: int) -> Path:
     if not manifest.exists():
         fetch_dataset(spec, plan.protocol, manifest.parent, manifest, mirror=config.get("mirror"))
     if not table.exists():
-        prepare_table(spec, plan.protocol, manifest.parent, table)
+        prepare_table(spec, plan.protocol, manifest, table)
     if not output.exists():
-        prepare_split(spec, plan.protocol, split, table, manifest.parent, output, seed=config["seed"],
+        prepare_split(spec, plan.protocol, split, table, manifest, output, seed=config["seed"],
                       **plan.split_options())
     return output
 

@@ -4,15 +4,14 @@ import contextlib
 import functools
 import hashlib
 import json
-import logging
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 SOURCE_SUFFIXES = (".py", ".yaml", ".tsv")  # the package files whose content is the code of a run
+REMAKE = "delete it and rerun to make it again"  # what to do with a damaged file of the pipeline's own
 
 UMASK = os.umask(0o022)  # the process's umask, read (and restored) once at import
 os.umask(UMASK)
@@ -45,25 +44,27 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+class UnreadableFileError(ValueError):
+    """A file the pipeline made cannot be parsed (truncated, edited): the message names it."""
+
+
 def read_json(path: str | os.PathLike) -> Any:
-    """The data of a JSON file."""
-    return json.loads(Path(path).read_text())
+    """The data of a JSON file.
+
+    Raises:
+        UnreadableFileError: the file is not valid JSON (the message names it and how to remake it).
+    """
+    try:
+        return json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UnreadableFileError(f"{path}: not valid JSON ({error}); {REMAKE}") from error
+
 
 
 def write_csv(path: str | os.PathLike, frame: "pandas.DataFrame") -> None:
     """Write a data frame as CSV without its index, atomically."""
     with atomic_path(path, suffix=".csv") as tmp:
         frame.to_csv(tmp, index=False)
-
-
-def log_to(path: str | os.PathLike) -> None:
-    """Send logging records and stderr (warnings, tracebacks) of this process to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stream = open(path, "a", buffering=1)  # line-buffered; lives as long as the process
-    sys.stderr = stream
-    logging.basicConfig(stream=stream, level=logging.INFO, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @functools.cache

@@ -1,8 +1,9 @@
 """Rule collect: every run's metrics and learning curve into two tidy tables."""
 
-from gpstudy.io import log_to, write_csv
+from gpstudy.io import write_csv
+from gpstudy.job import start_job
 from gpstudy.results import collect_curves, collect_runs
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 write_csv(snakemake.output.runs, collect_runs(snakemake.params.metrics))
 write_csv(snakemake.output.curves, collect_curves(snakemake.params.metrics))

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from gpstudy.config import dataset_of
 from gpstudy.data import fetch_dataset
-from gpstudy.io import log_to
+from gpstudy.job import start_job
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 manifest = Path(snakemake.output[0])
 fetch_dataset(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, manifest.parent, manifest,
               mirror=snakemake.params.mirror)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpstudy.io import log_to
+from gpstudy.job import start_job
 from gpstudy.plots import learning_curves
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 learning_curves(pd.read_csv(snakemake.input[0]), Path(snakemake.output[0]), snakemake.wildcards.experiment)

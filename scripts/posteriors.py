@@ -3,13 +3,13 @@
 from pathlib import Path
 
 from gpstudy.data import load_split
-from gpstudy.io import log_to
+from gpstudy.job import start_job
 from gpstudy.plots import posteriors
 from gpstudy.pretrain import read_hyperparameters
 from gpstudy.results import collect_predictions
 from gpstudy.training import RunSettings, exact_reference
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 split = load_split(snakemake.input.split)
 reference = exact_reference(split, read_hyperparameters(snakemake.input.hyperparameters),
                             RunSettings(**snakemake.params.settings))

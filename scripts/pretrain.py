@@ -3,11 +3,12 @@
 import torch
 
 from gpstudy.data import load_split
-from gpstudy.io import log_to, write_json
+from gpstudy.io import write_json
+from gpstudy.job import start_job
 from gpstudy.memory import keep_freed_memory
 from gpstudy.training import RunSettings, pretrain_splits
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 keep_freed_memory()
 torch.set_num_threads(snakemake.threads)
 split = int(snakemake.wildcards.split)

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from gpstudy.config import dataset_of
 from gpstudy.data import prepare_split
-from gpstudy.io import log_to
+from gpstudy.job import start_job
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 prepare_split(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, int(snakemake.wildcards.split),
-              Path(snakemake.input.table), Path(snakemake.input.manifest).parent, Path(snakemake.output[0]),
+              Path(snakemake.input.table), Path(snakemake.input.manifest), Path(snakemake.output[0]),
               seed=snakemake.params.seed, **snakemake.params.options)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 from gpstudy.config import dataset_of
 from gpstudy.data import prepare_table
-from gpstudy.io import log_to
+from gpstudy.job import start_job
 
-log_to(snakemake.log[0])
-prepare_table(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, Path(snakemake.input[0]).parent,
+start_job(snakemake.log[0])
+prepare_table(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, Path(snakemake.input[0]),
               Path(snakemake.output[0]))

@@ -5,10 +5,10 @@ from pathlib import Path
 import pandas as pd
 
 from gpstudy.config import TABLE_METRICS
-from gpstudy.io import log_to
+from gpstudy.job import start_job
 from gpstudy.tables import experiment_table, write_table
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 runs = pd.read_csv(snakemake.input[0])
 for metric in TABLE_METRICS:
     stem = Path(snakemake.output[metric][0]).with_suffix("")

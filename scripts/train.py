@@ -5,11 +5,11 @@ from pathlib import Path
 import torch
 
 from gpstudy import paths
-from gpstudy.io import log_to
+from gpstudy.job import start_job
 from gpstudy.memory import keep_freed_memory
 from gpstudy.training import RunSettings, run_job
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 keep_freed_memory()
 torch.set_num_threads(snakemake.threads)
 splits = snakemake.params.splits

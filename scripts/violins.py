@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpstudy.io import log_to
+from gpstudy.job import start_job
 from gpstudy.plots import violins
 
-log_to(snakemake.log[0])
+start_job(snakemake.log[0])
 runs = pd.read_csv(snakemake.input[0])
 violins(runs, snakemake.wildcards.experiment, Path(snakemake.output.png), Path(snakemake.output.pdf))

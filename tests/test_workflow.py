@@ -164,7 +164,20 @@ def test_rerun_after_a_finished_study_does_nothing(quick_study, shared_data):
     assert run.returncode == 0 and "Nothing to be done" in run.stdout + run.stderr
 
 
-def test_killed_training_job_resumes_from_its_checkpoint(tmp_path, shared_data):
+def job_processes(workdir: Path) -> list[int]:
+    """The running processes of Snakemake jobs started in ``workdir`` (their scripts live in .snakemake/scripts)."""
+    scripts = str(workdir / ".snakemake/scripts").encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if scripts in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:  # ended meanwhile
+            pass
+    return found
+
+
+def test_killed_snakemake_takes_its_job_along_and_the_rerun_resumes(tmp_path, shared_data):
     target = "results/snelson/snelson/gpnet/M5/splits0-0"  # the job's folder (a directory output)
     args = [target, "--config", f"mirror={shared_data}", "iterations=4000"]
     job = subprocess.Popen(command(tmp_path, *args, config="configs/quick.yaml"), start_new_session=True,
@@ -174,8 +187,17 @@ def test_killed_training_job_resumes_from_its_checkpoint(tmp_path, shared_data):
     while not checkpoint.exists() and time.time() < deadline and job.poll() is None:
         time.sleep(0.1)
     assert job.poll() is None, "the job ended before its first checkpoint"
-    os.killpg(job.pid, signal.SIGKILL)
+    second = snakemake(tmp_path, *args, config="configs/quick.yaml")  # a second Snakemake on the same folder
+    assert second.returncode != 0 and "cannot be locked" in second.stdout + second.stderr
+    assert job_processes(tmp_path), "no training process found"
+    os.kill(job.pid, signal.SIGKILL)  # Snakemake alone, as `kill -9 <pid>` or a lost login would
     job.wait()
+    deadline = time.time() + 20
+    while job_processes(tmp_path) and time.time() < deadline:
+        time.sleep(0.1)
+    orphans = job_processes(tmp_path)
+    os.killpg(job.pid, signal.SIGKILL)  # leave nothing behind even if the test fails
+    assert not orphans, "the training process outlived Snakemake"
     assert checkpoint.exists() and not (tmp_path / target).exists()
     assert snakemake(tmp_path, "--unlock", config="configs/quick.yaml").returncode == 0  # the crash left a lock
     rerun = snakemake(tmp_path, *args, config="configs/quick.yaml")

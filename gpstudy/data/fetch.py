@@ -50,15 +50,21 @@ class FetchError(RuntimeError):
 
 
 def mirror_root(mirror: str | None) -> Path | None:
-    """Turn a mirror setting (a directory or a ``file://`` URL) into a directory path."""
+    """Turn a mirror setting (a directory or a ``file://`` URL) into the directory it names.
+
+    Raises:
+        FetchError: the mirror is a URL of another kind, or names no directory (once, naming it).
+    """
     if not mirror:
         return None
     parsed = urlparse(mirror)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.path))
-    if parsed.scheme:
-        raise ValueError(f"mirror {mirror!r}: give a local directory or a file:// URL")
-    return Path(mirror)
+    if parsed.scheme and parsed.scheme != "file":
+        raise FetchError(f"mirror {mirror!r}: give a local directory or a file:// URL")
+    root = Path(unquote(parsed.path)) if parsed.scheme else Path(mirror)
+    if not root.is_dir():
+        raise FetchError(f"mirror {mirror!r}: {root} is not a directory" +
+                         (" (it is a file)" if root.exists() else " (it does not exist)"))
+    return root
 
 
 def sha256_of(path: Path) -> str:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gpstudy.data.fetch import fetch_file, sha256_of
+from gpstudy.data.fetch import ChecksumError, fetch_file, sha256_of
 from gpstudy.data.registry import Dataset
 from gpstudy.data.split import make_split, read_table, save_split, split_rows
-from gpstudy.data.table import load_table, save_table
-from gpstudy.io import write_json
+from gpstudy.data.table import DataError, load_table, save_table
+from gpstudy.io import read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -24,18 +24,38 @@ def fetch_dataset(dataset: Dataset, protocol: str, raw: Path, manifest: Path, mi
     write_json(manifest, {"dataset": dataset.name, "protocol": protocol, "sha256": files})
 
 
-def prepare_table(dataset: Dataset, protocol: str, raw: Path, output: Path) -> None:
-    """Read a data set's raw files once into a compact table."""
-    table = read_table(dataset, protocol, raw)
+def checked_raw_folder(manifest: Path) -> Path:
+    """The folder of a data set's fetched files, each checked against the sha256 ``manifest`` recorded
+    when it was fetched: a file edited or damaged since never reaches a table.
+
+    Raises:
+        ChecksumError: a file differs from its manifest entry (the message says how to fetch it again).
+        DataError: a file the manifest lists is missing.
+    """
+    refetch = f"delete {manifest} and rerun to fetch it again"
+    for name, expected in read_json(manifest)["sha256"].items():
+        path = manifest.parent / name
+        if not path.is_file():
+            raise DataError(f"{path}: listed in {manifest} but missing; {refetch}")
+        observed = sha256_of(path)
+        if observed != expected:
+            raise ChecksumError(f"{path}: sha256 {observed} is not the {expected} recorded in {manifest} when it "
+                                f"was fetched (changed since); {refetch}")
+    return manifest.parent
+
+
+def prepare_table(dataset: Dataset, protocol: str, manifest: Path, output: Path) -> None:
+    """Read a data set's raw files (those ``manifest`` lists, checked) once into a compact table."""
+    table = read_table(dataset, protocol, checked_raw_folder(manifest))
     log.info("%s: table of %d rows x %d features", dataset.name, *table.x.shape)
     save_table(output, table)
 
 
-def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path, raw: Path, output: Path, *,
+def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path, manifest: Path, output: Path, *,
                   seed: int = 0, train_size: int | None = None, test_size: int | None = None,
                   drop_features: tuple[int, ...] = ()) -> None:
     """Write split ``split`` of a data set, standardized with training statistics, without the feature
-    columns ``drop_features``."""
+    columns ``drop_features`` (the index_files protocol reads the raw files ``manifest`` lists, checked)."""
     table = load_table(table_path)
     if drop_features:
         if max(drop_features) >= table.x.shape[1]:
@@ -44,8 +64,8 @@ def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path,
         table = replace(table, x=np.delete(table.x, list(drop_features), axis=1),
                         x_plot=None if table.x_plot is None else np.delete(table.x_plot, list(drop_features), axis=1))
         log.info("%s: features %s left out of the splits", dataset.name, list(drop_features))
-    train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size,
-                             test_size=test_size, raw=raw)
+    raw = checked_raw_folder(manifest) if protocol == "index_files" else None  # only index files are read
+    train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size, test_size=test_size, raw=raw)
     info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed,
             "drop_features": list(drop_features)}
     save_split(output, make_split(table, train, test, dataset.standardize, info))

@@ -18,7 +18,7 @@ import numpy as np
 from gpstudy.data.registry import PROTOCOLS, Dataset
 from gpstudy.data.table import DataError, Table
 from gpstudy.data.uci import read_benchmark_table, read_index_split
-from gpstudy.io import atomic_path
+from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 
 TRAIN_FRACTION = 0.9  # random protocol: int(0.9 N) training rows unless train_size is set
 
@@ -67,7 +67,7 @@ def split_rows(table: Table, protocol: str, split: int, *, seed: int = 0, train_
         order = np.random.RandomState(seed + split).permutation(n)
         return order[:n_train], order[n_train:n_train + n_test]
     if protocol == "index_files":
-        return read_index_split(raw, split)
+        return read_index_split(raw, split, n)
     if protocol == "given":
         if table.test_mask is None:
             raise ValueError("the 'given' protocol needs a data set with its own test set")
@@ -81,6 +81,8 @@ def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: b
     """Select the rows and standardize x and y with training statistics only."""
     if np.intersect1d(train, test).size:
         raise ValueError(f"train and test rows overlap ({info})")
+    if not (len(train) and len(test)):
+        raise ValueError(f"{len(train)} training and {len(test)} test rows: a split needs both ({info})")
     x_train, x_test = table.x[train], table.x[test]
     y_train, y_test = table.y[train], table.y[test]
     d = table.x.shape[1]
@@ -105,12 +107,35 @@ def save_split(path: str | Path, split: Split) -> None:
 
 
 def load_split(path: str | Path) -> Split:
-    """Read a split written by :func:`save_split`."""
-    with np.load(path) as data:
-        return Split(x_train=data["x_train"], y_train=data["y_train"], x_test=data["x_test"],
-                     y_test=data["y_test"], x_mean=data["x_mean"], x_std=data["x_std"],
-                     y_mean=float(data["y_mean"]), y_std=float(data["y_std"]),
-                     info=json.loads(str(data["info"])), x_plot=data["x_plot"] if "x_plot" in data else None)
+    """Read a split written by :func:`save_split`.
+
+    Raises:
+        UnreadableFileError: the file is not a whole split (truncated, edited).
+        DataError: it holds a missing or infinite value (named with its array and row).
+    """
+    try:
+        with np.load(path) as data:
+            split = Split(x_train=data["x_train"], y_train=data["y_train"], x_test=data["x_test"],
+                          y_test=data["y_test"], x_mean=data["x_mean"], x_std=data["x_std"],
+                          y_mean=float(data["y_mean"]), y_std=float(data["y_std"]),
+                          info=json.loads(str(data["info"])), x_plot=data["x_plot"] if "x_plot" in data else None)
+    except Exception as error:  # numpy raises zip, pickle, key and value errors alike
+        raise UnreadableFileError(f"{path}: not a split ({type(error).__name__}: {error}); {REMAKE}") from error
+    problem = non_finite(split)
+    if problem:
+        raise DataError(f"{path}: {problem}")
+    return split
+
+
+def non_finite(split: Split) -> str | None:
+    """Where a split holds a missing or infinite value ("NaN in y_train, row 7"); None if nowhere."""
+    for name in ("x_train", "y_train", "x_test", "y_test"):
+        values = getattr(split, name)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            row = int(np.flatnonzero(bad.reshape(len(values), -1).any(axis=1))[0])
+            return f"{int(bad.sum())} missing or infinite value(s) in {name}, the first in row {row}"
+    return None
 
 
 def _nonzero(std):

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpstudy.io import atomic_path
+from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 
 
 OPTIONAL = ("test_mask", "x_plot")  # Table fields a data set may leave out
@@ -71,6 +71,13 @@ def save_table(path: str | Path, table: Table) -> None:
 
 
 def load_table(path: str | Path) -> Table:
-    """Read a table written by :func:`save_table`."""
-    with np.load(path) as data:
-        return Table(x=data["x"], y=data["y"], **{name: data[name] for name in OPTIONAL if name in data})
+    """Read a table written by :func:`save_table`.
+
+    Raises:
+        UnreadableFileError: the file is not a whole table (truncated, edited).
+    """
+    try:
+        with np.load(path) as data:
+            return Table(x=data["x"], y=data["y"], **{name: data[name] for name in OPTIONAL if name in data})
+    except Exception as error:  # numpy raises zip, pickle, key and value errors alike
+        raise UnreadableFileError(f"{path}: not a table ({type(error).__name__}: {error}); {REMAKE}") from error

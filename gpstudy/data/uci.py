@@ -4,13 +4,14 @@ Each reader takes the data set's raw folder and returns a :class:`Table` in the 
 which the ``random`` split protocol permutes (so the order must be the one GPNet's code read).
 """
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from gpstudy.data.table import Table, checked_table, read_frame
+from gpstudy.data.table import DataError, Table, checked_table, read_frame
 
 
 def read_boston(raw: Path) -> Table:
@@ -84,10 +85,32 @@ def read_benchmark_table(raw: Path) -> Table:
     return checked_table(frame, target=frame.columns[-1], source=source)
 
 
-def read_index_split(raw: Path, split: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows (0-based, into ``data.txt``) of the standard split ``split``: (train, test)."""
-    train, test = (raw / f"index_{part}_{split}.txt" for part in ("train", "test"))
-    for path in (train, test):
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: the index_files protocol has no split {split} here")
-    return np.loadtxt(train, dtype=np.int64, ndmin=1), np.loadtxt(test, dtype=np.int64, ndmin=1)
+def read_index_split(raw: Path, split: int, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (0-based, into ``data.txt`` of ``n_rows`` rows) of the standard split ``split``: (train, test)."""
+    return tuple(read_index_file(raw / f"index_{part}_{split}.txt", split, n_rows) for part in ("train", "test"))
+
+
+def read_index_file(path: Path, split: int, n_rows: int) -> np.ndarray:
+    """The row indices of one index file: integers in [0, n_rows), at least one, none twice.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        DataError: it holds anything else (the message names the file and the first bad entry).
+    """
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the index_files protocol has no split {split} here")
+    try:
+        with warnings.catch_warnings():  # an empty file is reported below, as an error
+            warnings.simplefilter("ignore", UserWarning)
+            rows = np.loadtxt(path, dtype=np.int64, ndmin=1)
+    except ValueError as error:
+        raise DataError(f"{path}: not a list of row indices ({error})") from error
+    if rows.size == 0:
+        raise DataError(f"{path}: no row indices")
+    outside = np.flatnonzero((rows < 0) | (rows >= n_rows))
+    if outside.size:
+        raise DataError(f"{path}: line {outside[0] + 1} holds {rows[outside[0]]}, not a row of data.txt's {n_rows}")
+    unique, counts = np.unique(rows, return_counts=True)
+    if (counts > 1).any():
+        raise DataError(f"{path}: row {unique[counts > 1][0]} is listed {counts[counts > 1][0]} times")
+    return rows

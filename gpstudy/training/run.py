@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from gpstudy.data import Split, load_split
+from gpstudy.data import DataError, Split, load_split, non_finite
 from gpstudy.devices import GPU_LOCK_DIR, gpu_slot
 from gpstudy.gaussian import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
@@ -45,6 +45,9 @@ class Problem:
     """
 
     def __init__(self, splits: dict[int, Split], settings: RunSettings, hyperparameters: dict[int, dict] | None):
+        for s, split in splits.items():
+            if problem := non_finite(split):  # bad input fails the job; it is no failure of the method
+                raise DataError(f"split {s}: {problem}")
         _check_equal_sizes(splits)
         device, dtype = settings.torch_device(), settings.torch_dtype()
         self.splits, self.device = list(splits.values()), device
@@ -180,8 +183,7 @@ def _status(curve: pd.DataFrame, values: tuple[str, ...]) -> str:
         return "ok"
     row = int(np.flatnonzero(~finite.all(axis=1))[0])
     names = ", ".join(name for name, ok in zip(values, finite[row]) if not ok)
-    return (f"failed: non-finite {names} at iteration {int(curve['iteration'].iloc[row])} (a Cholesky that no "
-            "jitter saved, or non-finite test data)")
+    return f"failed: non-finite {names} at iteration {int(curve['iteration'].iloc[row])} (the method diverged)"
 
 
 def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,

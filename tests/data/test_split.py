@@ -91,10 +91,10 @@ def test_drop_features_leaves_columns_out_of_every_split(tmp_path, study_config)
     merge(config, {"dataset_options": {"boston": {"drop_features": [1, 3]}}})
     plan = data_plan(config, "boston")
     assert plan.drop_features == (1, 3)
-    prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path, tmp_path / "split.npz",
+    prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path / "files.json", tmp_path / "split.npz",
                   **plan.split_options())
     kept = load_split(tmp_path / "split.npz")
     assert kept.x_train.shape[1] == 2 and kept.info["drop_features"] == [1, 3]
     with pytest.raises(ValueError, match=r"boston: drop_features \[7\] names a column past its 4 features"):
-        prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path, tmp_path / "s.npz",
+        prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path / "files.json", tmp_path / "s.npz",
                       drop_features=(7,))

@@ -5,6 +5,10 @@ Each test injects one fault into a tiny run and checks what happens (issue: reli
 
 import copy
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +17,11 @@ import torch
 
 from gpstudy.cli import main
 from gpstudy.config import ConfigError, validate_config
-from gpstudy.data import Split
+from gpstudy.data import (ChecksumError, DataError, FetchError, Split, fetch_dataset, get_dataset, load_split,
+                          load_table, prepare_split, prepare_table, save_split)
+from gpstudy.data.uci import read_index_split
+from gpstudy.io import UnreadableFileError, read_json
+from gpstudy.results import collect_runs
 from gpstudy.gaussian import CholeskyError
 from gpstudy.training import run_splits, train_splits
 from gpstudy.training.fit import CheckpointError
@@ -100,13 +108,26 @@ def test_a_cholesky_that_no_jitter_saves_is_a_failed_row(tmp_path, settings_for,
     assert written["status"] == "failed: CholeskyError: not positive definite" and np.isnan(metrics[0]["rmse"])
 
 
-def test_non_finite_test_data_make_a_failed_row_with_the_reason(tmp_path, settings_for):
+def test_a_nan_training_target_fails_the_job_naming_the_split(tmp_path, settings_for):
     split = toy_split()
-    split.x_test[3, 0] = np.nan
-    metrics = run_splits({0: split}, settings_for("svgp", 6, iterations=10, eval_every=5), {0: tmp_path / "run"},
+    split.y_train[7] = np.nan
+    with pytest.raises(DataError, match=r"split 3: 1 missing or infinite value\(s\) in y_train, the first in row 7"):
+        run_splits({3: split}, settings_for("svgp", 6, iterations=5), {3: tmp_path / "run"}, tmp_path / "c.pt", {3: {}})
+    assert not (tmp_path / "run/metrics.json").exists()  # bad input is no failed row of the method
+
+
+def test_metrics_that_turn_non_finite_make_a_failed_row_with_the_reason(tmp_path, settings_for, monkeypatch):
+    import gpstudy.training.run as run_module
+
+    real = run_module.task_metrics
+
+    def nan_rmse(*args):
+        return {**real(*args), "rmse": torch.tensor([float("nan")])}
+
+    monkeypatch.setattr(run_module, "task_metrics", nan_rmse)
+    metrics = run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=10, eval_every=5), {0: tmp_path / "run"},
                          tmp_path / "c.pt", {0: {}})
-    assert metrics[0]["status"] == ("failed: non-finite rmse, test_ll at iteration 5 (a Cholesky that no jitter "
-                                    "saved, or non-finite test data)")
+    assert metrics[0]["status"] == "failed: non-finite rmse at iteration 5 (the method diverged)"
 
 
 def test_a_rerun_leaves_nothing_of_the_earlier_run(tmp_path, settings_for, monkeypatch):
@@ -139,3 +160,114 @@ def test_a_nan_in_the_config_is_named(study_config):
     config["training"]["lr"] = float("nan")
     with pytest.raises(ConfigError, match=r"\$\.training\.lr: a number must be finite"):
         validate_config(config)
+
+
+def test_a_disk_full_while_writing_results_fails_the_job(tmp_path, settings_for, monkeypatch):
+    import gpstudy.training.run as run_module
+
+    def disk_full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_module, "write_csv", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5), {0: tmp_path / "run"}, tmp_path / "c.pt",
+                   {0: {}})
+    assert not (tmp_path / "run/metrics.json").exists()
+
+
+# The data stage: a fetched file changed since, damaged files of the pipeline, bad index files, the mirror.
+
+def fetched_boston(tmp_path, shared_data, protocol="index_files") -> Path:
+    """Boston fetched from the mirror into ``tmp_path/raw``; the manifest's path."""
+    manifest = tmp_path / "raw/files.json"
+    fetch_dataset(get_dataset("boston"), protocol, manifest.parent, manifest, mirror=str(shared_data))
+    return manifest
+
+
+def test_a_raw_file_changed_after_fetching_is_refused(tmp_path, shared_data):
+    manifest = fetched_boston(tmp_path, shared_data)
+    prepare_table(get_dataset("boston"), "index_files", manifest, tmp_path / "table.npz")
+    with open(tmp_path / "raw/data.txt", "a") as edit:
+        edit.write("1 " * 14 + "\n")
+    with pytest.raises(ChecksumError, match=r"raw/data\.txt: sha256 \w+ is not the \w+ recorded in .*files\.json"):
+        prepare_table(get_dataset("boston"), "index_files", manifest, tmp_path / "again.npz")
+    (tmp_path / "raw/data.txt").write_bytes((shared_data / "boston/data.txt").read_bytes())
+    (tmp_path / "raw/index_test_0.txt").write_text("1\n2\n")
+    with pytest.raises(ChecksumError, match="index_test_0.txt"):
+        prepare_split(get_dataset("boston"), "index_files", 0, tmp_path / "table.npz", manifest, tmp_path / "s.npz")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("3\n-1\n5\n", r"index_test_0\.txt: line 2 holds -1, not a row of data\.txt's 506"),
+    ("3\n506\n", r"line 2 holds 506"),
+    ("3\n4\n3\n", r"index_test_0\.txt: row 3 is listed 2 times"),
+    ("", r"index_test_0\.txt: no row indices"),
+    ("3\nx7\n", r"index_test_0\.txt: not a list of row indices"),
+])
+def test_a_bad_index_file_is_refused_naming_it(tmp_path, shared_data, content, message):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "index_train_0.txt").write_text("0\n1\n2\n")
+    (raw / "index_test_0.txt").write_text(content)
+    with pytest.raises(DataError, match=message):
+        read_index_split(raw, 0, 506)
+
+
+def test_a_damaged_split_names_its_file(tmp_path):
+    save_split(tmp_path / "split.npz", toy_split())
+    data = (tmp_path / "split.npz").read_bytes()
+    (tmp_path / "split.npz").write_bytes(data[:len(data) // 2])
+    with pytest.raises(UnreadableFileError, match=r"split\.npz: not a split .*delete it and rerun"):
+        load_split(tmp_path / "split.npz")
+
+
+def test_a_split_file_holding_nan_names_the_file_array_and_row(tmp_path):
+    split = toy_split()
+    split.x_test[4, 1] = np.inf
+    save_split(tmp_path / "split.npz", split)
+    with pytest.raises(DataError, match=r"split\.npz: 1 missing or infinite value\(s\) in x_test, the first in row 4"):
+        load_split(tmp_path / "split.npz")
+
+
+def test_a_damaged_table_names_its_file(tmp_path):
+    (tmp_path / "table.npz").write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(UnreadableFileError, match=r"table\.npz: not a table"):
+        load_table(tmp_path / "table.npz")
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "pretrained.json"])
+def test_a_truncated_json_names_its_file(tmp_path, name):
+    (tmp_path / name).write_text('{"rmse": 0.5, "sta')
+    with pytest.raises(UnreadableFileError, match=rf"{name}: not valid JSON"):
+        read_json(tmp_path / name)
+    if name == "metrics.json":
+        with pytest.raises(UnreadableFileError, match=name):
+            collect_runs([tmp_path / name])
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_mirror_that_is_no_directory_is_reported_once_by_name(tmp_path, kind):
+    mirror = tmp_path / "mirror"
+    if kind == "file":
+        mirror.write_text("")
+    reason = "it is a file" if kind == "file" else "it does not exist"
+    with pytest.raises(FetchError, match=rf"^mirror '{mirror}': {mirror} is not a directory \({reason}\)$"):
+        fetch_dataset(get_dataset("boston"), "random", tmp_path / "raw", tmp_path / "raw/files.json", mirror=str(mirror))
+
+
+def test_a_job_dies_with_its_parent(tmp_path):
+    """``start_job`` ties a script to Snakemake: killing the parent with SIGKILL ends the child too."""
+    child = ("import sys, time; from gpstudy.job import start_job; start_job(sys.argv[1]); "
+             "print('started', flush=True); time.sleep(60)")
+    parent = ("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]], "
+              "stdout=subprocess.PIPE, text=True); child.stdout.readline(); print(child.pid, flush=True); "
+              "import time; time.sleep(60)")
+    process = subprocess.Popen([sys.executable, "-c", parent, child, str(tmp_path / "job.log")], stdout=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    child_pid = int(process.stdout.readline())
+    process.kill()
+    process.wait()
+    deadline = time.time() + 10
+    while Path(f"/proc/{child_pid}").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{child_pid}").exists(), "the job outlived its killed parent"
