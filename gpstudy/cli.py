@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     train.add_argument("--split", type=int, nargs="+", default=[0],
                        help="split indices, trained as one batch (default: 0)")
-    train.add_argument("--method", required=True, choices=sorted(METHODS))
+    train.add_argument("--method", required=True,
+                       help=f"a registered method ({', '.join(sorted(METHODS))}) or a variant the config defines")
     train.add_argument("--M", type=int, required=True, help="inducing or measurement points")
     train.add_argument("--iterations", type=int, help="Adam steps (default: the config's)")
     train.add_argument("--device", help="auto | cpu | cuda | cuda:K (default: the config's)")

@@ -95,6 +95,7 @@ def load_schema() -> dict:
     schema["properties"]["training"] = {**training, "required": sorted(training["properties"])}
     dataset = schema["properties"]["dataset_options"]["additionalProperties"]["properties"]
     dataset["protocol"]["enum"] = list(PROTOCOLS)
+    schema["properties"]["variants"]["additionalProperties"]["properties"]["method"]["enum"] = sorted(METHODS)
     for name, method in METHODS.items():
         options = method.options_schema
         schema["properties"]["methods"]["properties"][name] = {  # its options, and any training key for it
@@ -125,11 +126,16 @@ def validate_config(config: dict[str, Any]) -> None:
                 where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
                 raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
                                   f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)")
+    for name in config.get("variants", {}):
+        if name in METHODS:
+            raise ConfigError(f"invalid configuration:\n  config key $.variants.{name}: a registered method's name; "
+                              "give the variant a name of its own")
     for name, spec in config["experiments"].items():
         for method in spec["methods"]:
-            if method not in METHODS:
+            if method not in method_names(config):
                 raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.methods.{method}: "
-                                  f"unknown method {method!r}; known: {', '.join(sorted(METHODS))}")
+                                  f"unknown method {method!r}; known: {', '.join(method_names(config))} "
+                                  "(or define it under `variants`)")
         if "posteriors" in spec.get("outputs", []) and len(spec["datasets"]) != 1:
             raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
                               f"one data set of one input, not {len(spec['datasets'])}")
@@ -157,6 +163,11 @@ def _non_finite(value: Any, path: str = "$") -> list[str]:
     if isinstance(value, list):
         return [found for index, item in enumerate(value) for found in _non_finite(item, f"{path}[{index}]")]
     return []
+
+
+def method_names(config: dict[str, Any]) -> list[str]:
+    """Every method a run may name: the registered ones and the config's variants of them."""
+    return sorted({*METHODS, *config.get("variants", {})})
 
 
 def user_datasets(config: dict[str, Any]) -> dict[str, dict]:

@@ -7,7 +7,7 @@ import jsonschema
 import numpy as np
 import torch
 
-from gpstudy.config import object_schema, training_keys
+from gpstudy.config import method_names, object_schema, training_keys
 from gpstudy.data.registry import Dataset
 from gpstudy.devices import resolve_device
 from gpstudy.kernels import KERNELS, Kernel, build_kernel
@@ -28,7 +28,7 @@ class RunSettings:
     ``config.schema.yaml`` for their meaning), the method and M, the seed and the method's own options.
     No field has a default here: ``run_settings`` takes them from the config."""
 
-    method: str  # a name in gpstudy.methods.METHODS
+    method: str  # a name in gpstudy.methods.METHODS (a variant's registered method)
     M: int  # inducing (SVGP) or measurement (GPNet, FBNN) points
     seed: int  # the study's seed: split s draws from a generator seeded seed + s
     options: dict[str, Any]  # the method's own options (its options_schema)
@@ -107,33 +107,40 @@ class RunSettings:
 def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) -> RunSettings:
     """The settings of a method's runs on a data set, from the lowest precedence to the highest: the
     config's ``training``; ``methods.<method>`` (the method's options, and training keys for it); the
-    data set's options (a method option only for
-    methods that have it); the data set's ``methods.<method>``; the config's study-wide ``iterations``
-    and ``device`` when set; then ``overrides``, which must name ``method`` and ``M`` (a None is
-    ignored). ``dataset=None`` gives the config's defaults alone.
+    data set's options (a method option only for methods that have it); the data set's
+    ``methods.<method>``; for a variant (``variants.<name>``, a registered method under a name of its
+    own) the variant's keys, which make it the variant; the config's study-wide ``iterations`` and
+    ``device`` when set; then
+    ``overrides``, which must name ``method`` (registered or a variant) and ``M`` (a None is ignored).
+    ``dataset=None`` gives the config's defaults alone. The settings' ``method`` is the registered one.
 
     Raises:
-        SettingsError: an override that is neither a training key nor an option of the method, or a
-            method option that has no value.
+        SettingsError: an unknown method, a key that is neither a training key nor an option of the
+            method (in the overrides or a variant), or a method option that has no value.
     """
     given = {key: value for key, value in overrides.items() if value is not None}
-    method, M = given.pop("method"), given.pop("M")
+    name, M = given.pop("method"), given.pop("M")
+    variant = dict(config.get("variants", {}).get(name, {}))
+    method = variant.pop("method", name)
     if method not in METHODS:
-        raise SettingsError(f"unknown method {method!r}; known: {', '.join(sorted(METHODS))}")
+        raise SettingsError(f"unknown method {name!r}; known: {', '.join(method_names(config))}")
     training, option_names = set(training_keys()), set(METHODS[method].options_schema)
-    unknown = sorted(set(given) - training - option_names)
-    if unknown:
-        raise SettingsError(f"{', '.join(unknown)}: neither a training setting nor an option of method {method!r}")
+    for where, keys in (("variants." + name, variant), ("the overrides", given)):
+        unknown = sorted(set(keys) - training - option_names)
+        if unknown:
+            raise SettingsError(f"{where}: {', '.join(unknown)} is neither a training setting nor an option of "
+                                f"method {method!r}")
     data_options = config.get("dataset_options", {}).get(dataset, {}) if dataset is not None else {}
     values = {**config["training"], **config["methods"].get(method, {})}
     values.update({key: value for key, value in data_options.items() if key in training | option_names})
     values.update(data_options.get("methods", {}).get(method, {}))
+    values.update(variant)
     values.update({key: config[key] for key in STUDY_WIDE if config.get(key) is not None})
     values.update(given)
     missing = sorted(option_names - set(values))
     if missing:
         raise SettingsError(f"method {method!r} has no value for {', '.join(missing)} (give it under methods.{method})")
-    options = {name: values.pop(name) for name in sorted(option_names)}
+    options = {option: values.pop(option) for option in sorted(option_names)}
     return RunSettings(method=method, M=M, seed=config["seed"], options=options,
                        **{name: values[name] for name in training})
 

@@ -51,8 +51,37 @@ def test_study_wide_keys_override_every_data_set(study_config):
 
 
 def test_unknown_override_is_refused(study_config):
-    with pytest.raises(SettingsError, match="beta0: neither a training setting nor an option of method 'svgp'"):
+    with pytest.raises(SettingsError, match="the overrides: beta0 is neither a training setting nor an option of method 'svgp'"):
         run_settings(study_config, "boston", method="svgp", M=5, beta0=0.1)
+
+
+def test_a_variant_is_its_method_with_its_own_keys(study_config):
+    config = copy.deepcopy(study_config)
+    config["variants"] = {"gpnet_box": {"method": "gpnet", "measurement": "box", "box": [[-1.0], [1.0]], "lr": 0.01}}
+    config["experiments"]["snelson"]["methods"]["gpnet_box"] = [5]
+    validate_config(config)
+    variant = run_settings(config, "concrete", method="gpnet_box", M=5)
+    assert variant.method == "gpnet" and variant.options["measurement"] == "box" and variant.lr == 0.01
+    assert variant.options["beta0"] == config["methods"]["gpnet"]["beta0"]  # the rest from methods.gpnet
+    boston = run_settings(config, "boston", method="gpnet_box", M=5)
+    assert boston.options["measurement"] == "box" and boston.pretrain  # the variant's keys, the data set's others
+
+
+@pytest.mark.parametrize("variants, message", [
+    ({"svgp": {"method": "gpnet"}}, r"\$\.variants\.svgp: a registered method's name"),
+    ({"fast": {"method": "nope"}}, r"\$\.variants\.fast\.method: 'nope' is not one of"),
+    ({"fast": {"lr": 0.1}}, r"\$\.variants\.fast: 'method' is a required property"),
+    ({"fast": {"method": "svgp", "beta0": 0.1}}, r"variants\.fast: beta0 is neither a training setting nor an "
+                                                  r"option of method 'svgp'"),
+])
+def test_a_bad_variant_is_named(study_config, variants, message):
+    from gpstudy.config import ConfigError
+
+    config = copy.deepcopy(study_config)
+    config["variants"] = variants
+    config["experiments"]["snelson"]["methods"] = {name: [5] for name in variants}
+    with pytest.raises(ConfigError, match=message):
+        validate_config(config)
 
 
 def test_fields_are_the_schemas_training_keys():
