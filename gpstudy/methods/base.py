@@ -36,8 +36,8 @@ class MethodConfig:
 class Method(nn.Module):
     """An inference method: a loss to minimize per iteration and a predictive distribution.
 
-    ``parameters()`` holds exactly what one Adam should train; frozen tensors have
-    ``requires_grad=False``. A subclass implements ``loss`` and ``predict_f``.
+    ``adam_parameters()`` is what one Adam trains (by default every parameter with ``requires_grad``;
+    frozen tensors have ``requires_grad=False``). A subclass implements ``loss`` and ``predict_f``.
 
     Splits in a batch: with S generators (one per split) every tensor has a leading split dimension
     (data ``[S, N, D]``, kernel and likelihood built with ``batch_shape=(S,)``), the loss is ``[S]``
@@ -82,6 +82,10 @@ class Method(nn.Module):
         All randomness (measurement points, samples) comes from ``generators``.
         """
         raise NotImplementedError
+
+    def adam_parameters(self) -> list[nn.Parameter]:
+        """The parameters one Adam trains: by default every parameter with ``requires_grad``."""
+        return [p for p in self.parameters() if p.requires_grad]
 
     def after_step(self, step: int) -> None:
         """Called after each optimizer step; nothing to do by default."""

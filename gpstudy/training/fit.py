@@ -84,8 +84,7 @@ def fit(
         and metrics as lists, or floats when unbatched) and the training seconds (evaluation
         excluded, summed over resumed sessions).
     """
-    trained = [p for p in method.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(trained, lr=lr, fused=True)  # one pass over each tensor per step
+    optimizer = torch.optim.Adam(method.adam_parameters(), lr=lr, fused=True)  # one pass over each tensor per step
     sampler = BatchSampler(x_train.shape[-2], batch_size, generators, x_train.device)
     start, curve, seconds = 1, [], 0.0
     state = _load(checkpoint, fingerprint, x_train.device) if checkpoint is not None else None

@@ -1,0 +1,210 @@
+"""Orthogonally decoupled variational GP, ORTH and ORTHNAT (Salimbeni, Cheng, Boots and Deisenroth 2018)."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gpstudy import generators as draws
+from gpstudy import settings
+from gpstudy.gaussian import (add_jitter, cholesky, gram, inverse_positive, kl_divergence, raw_scale_tril,
+                              scale_tril)
+from gpstudy.kernels import Kernel
+from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
+from gpstudy.methods.base import Method, MethodConfig
+from gpstudy.methods.svgp import kmeans_centres
+
+
+def _solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:
+    """L^-1 rhs for a lower-triangular ``[..., n, n]`` L and ``[..., n, k]`` rhs."""
+    return torch.linalg.solve_triangular(chol, rhs, upper=False)
+
+
+def _matvec(matrix: Tensor, vector: Tensor) -> Tensor:
+    """``matrix @ vector`` for ``[..., n, k]`` and ``[..., k]``."""
+    return (matrix @ vector.unsqueeze(-1)).squeeze(-1)
+
+
+def _raw_of_scale_tril(chol: Tensor) -> Tensor:
+    """The raw matrix ``[..., n, n]`` whose ``scale_tril`` is the lower Cholesky factor ``chol`` (a diagonal
+    below the positivity floor is raised to twice the floor, the least that ``scale_tril`` represents)."""
+    diagonal = chol.diagonal(dim1=-2, dim2=-1).clamp_min(2 * settings.POSITIVE_FLOOR)
+    return torch.tril(chol, diagonal=-1) + torch.diag_embed(inverse_positive(diagonal))
+
+
+def to_expectation(a_beta: Tensor, raw_scale: Tensor, chol_beta: Tensor) -> tuple[Tensor, Tensor]:
+    """The expectation parameters (m_beta, S + m_beta m_beta^T) of q(f(beta)) = N(K_beta a_beta, L L^T).
+
+    Args:
+        a_beta: ``[*batch, M]``.
+        raw_scale: the raw L ``[*batch, M, M]`` (``gpstudy.gaussian.scale_tril``).
+        chol_beta: the lower Cholesky factor of K_beta ``[*batch, M, M]``.
+    """
+    mean = _matvec(chol_beta, _matvec(chol_beta.mT, a_beta))  # m_beta = K_beta a_beta (eq. 14)
+    return mean, gram(scale_tril(raw_scale)) + mean.unsqueeze(-1) * mean.unsqueeze(-2)
+
+
+def from_expectation(mean: Tensor, second_moment: Tensor, chol_beta: Tensor) -> tuple[Tensor, Tensor]:
+    """(a_beta, raw L) from the expectation parameters: the inverse of ``to_expectation``."""
+    chol = cholesky(second_moment - mean.unsqueeze(-1) * mean.unsqueeze(-2))
+    return torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1), _raw_of_scale_tril(chol)
+
+
+def natural_step(mean: Tensor, chol: Tensor, grad_mean: Tensor, grad_second_moment: Tensor,
+                 step_size: float) -> tuple[Tensor, Tensor]:
+    """One natural-gradient step theta <- theta - tau dLoss/deta on q = N(m, L L^T) (eq. 15-16b,c).
+
+    theta = (S^-1 m, -S^-1 / 2) are the natural and eta = (m, S + m m^T) the expectation parameters;
+    the natural gradient in theta is the ordinary gradient in eta.
+
+    Args:
+        mean: m ``[*batch, M]``.
+        chol: L ``[*batch, M, M]``.
+        grad_mean: dLoss/deta_1 ``[*batch, M]``.
+        grad_second_moment: dLoss/deta_2 ``[*batch, M, M]`` (symmetric, or its lower-triangle form).
+        step_size: tau.
+
+    Returns:
+        The new m ``[*batch, M]`` and L ``[*batch, M, M]``.
+    """
+    precision = torch.cholesky_inverse(chol)
+    natural_mean = _matvec(precision, mean) - step_size * grad_mean
+    precision = precision + step_size * (grad_second_moment + grad_second_moment.mT)  # -2 theta_2
+    cov = torch.cholesky_inverse(cholesky(precision))
+    return _matvec(cov, natural_mean), cholesky(cov)
+
+
+class ODVGP(Method):
+    """ODVGP: the orthogonally decoupled basis (eq. 12), not whitened, with the paper's parameters.
+
+    Mean basis gamma ``[*batch, M_gamma, D]`` with a_gamma, covariance basis beta ``[*batch, M, D]``
+    with a_beta (the coefficients of k_x,beta: q's mean of f(beta) is K_beta a_beta) and S = L L^T,
+    q's covariance of f(beta) (eq. 12, Figure 1):
+    m(x) = (k_x,gamma - k_x,beta K_beta^-1 K_beta,gamma) a_gamma + k_x,beta a_beta and
+    s(x, x') = k_x,x' - k_x,beta K_beta^-1 (K_beta - S) K_beta^-1 k_beta,x'.
+    KL[q || p] = KL[N(K_beta a_beta, S) || N(0, K_beta)]
+    + a_gamma^T (K_gamma - K_gamma,beta K_beta^-1 K_beta,gamma) a_gamma / 2 (the norm of the orthogonal
+    mean part; K_gamma and K_beta carry jitter). Loss = -[(N/n) sum_B E_q log p(y_b | f_b) - KL].
+
+    Start: gamma and beta at two k-means of the training inputs (sizes M_gamma and M, beta first, as in
+    the authors' code), a_gamma = a_beta = 0 and L = I (so S = I, not the prior's K_beta).
+    ORTH (``natural_gradient`` false): Adam on everything. ORTHNAT: a_beta and L are left out of Adam;
+    ``after_step`` takes a natural-gradient step on q(f(beta)) from the same iteration's gradients
+    (eq. 15-16b,c, with the current K_beta: simultaneous with Adam's step on the rest). Kernel and noise
+    are trained only with ``online_hyperparameters``.
+    """
+
+    name = "odvgp"
+    options_schema = {
+        "mean_basis": {"type": "integer", "minimum": 0,
+                       "description": "M_gamma, the size of the mean-only basis gamma (0: SVGP, not whitened)"},
+        "natural_gradient": {"type": "boolean",
+                             "description": "ORTHNAT: natural-gradient steps on the beta part (a_beta, S); "
+                                            "false: ORTH, Adam on everything"},
+        "natural_step": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                         "description": "ORTHNAT: the natural-gradient step size tau (authors: 0.05)"},
+        "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise by the ELBO"},
+    }
+
+    @classmethod
+    def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
+        return ONE_LATENT  # any likelihood of one latent: its expected log density
+
+    def __init__(
+        self,
+        x_train: Tensor,
+        y_train: Tensor,
+        kernel: Kernel,
+        likelihood: GaussianLikelihood,
+        config: MethodConfig,
+        generators: draws.Generators,
+    ):
+        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+        kernel.requires_grad_(config.online_hyperparameters)
+        likelihood.requires_grad_(config.online_hyperparameters)
+        beta = kmeans_centres(x_train, config.M, generators)
+        batch_shape, size = beta.shape[:-2], beta.shape[-2]
+        gamma = (kmeans_centres(x_train, config.mean_basis, generators) if config.mean_basis > 0
+                 else beta.new_zeros((*batch_shape, 0, beta.shape[-1])))
+        has_gamma = gamma.shape[-2] > 0  # an empty basis has nothing to train
+        self.gamma = nn.Parameter(gamma, requires_grad=has_gamma)  # [*batch, M_gamma, D]
+        self.a_gamma = nn.Parameter(gamma.new_zeros(gamma.shape[:-1]), requires_grad=has_gamma)  # [*batch, M_g]
+        self.beta = nn.Parameter(beta)  # [*batch, M, D]
+        self.a_beta = nn.Parameter(beta.new_zeros((*batch_shape, size)))  # [*batch, M]
+        self.raw_scale = nn.Parameter(raw_scale_tril(1.0, size, beta, batch_shape))  # raw L, [*batch, M, M]
+
+    @property
+    def scale_tril(self) -> Tensor:
+        """L, the lower Cholesky factor of S = Cov_q[f(beta)] ``[*batch, M, M]``."""
+        return scale_tril(self.raw_scale)
+
+    def adam_parameters(self) -> list[nn.Parameter]:
+        """ORTHNAT leaves a_beta and L to ``after_step``; they keep ``requires_grad`` for their gradients."""
+        natural = {id(self.a_beta), id(self.raw_scale)} if self.config.natural_gradient else set()
+        return [p for p in super().adam_parameters() if id(p) not in natural]
+
+    def _basis(self) -> tuple[Tensor, Tensor, Tensor]:
+        """L_beta ``[*batch, M, M]`` (K_beta = L_beta L_beta^T), the mean's coefficients of k_x,beta,
+        a_beta - K_beta^-1 K_beta,gamma a_gamma ``[*batch, M]``, and L_beta^-1 K_beta,gamma a_gamma ``[*batch, M]``."""
+        chol_beta = cholesky(add_jitter(self.kernel(self.beta)))
+        whitened = _solve_lower(chol_beta, self.kernel(self.beta, self.gamma) @ self.a_gamma.unsqueeze(-1))
+        projected = torch.linalg.solve_triangular(chol_beta.mT, whitened, upper=True).squeeze(-1)
+        return chol_beta, self.a_beta - projected, whitened.squeeze(-1)
+
+    def _marginals(self, x: Tensor, chol_beta: Tensor, coefficients: Tensor) -> tuple[Tensor, Tensor]:
+        """m(x) and s(x, x) ``[*batch, n]`` of eq. 12 at ``x`` ``[*batch, n, D]``.
+
+        With A = L_beta^-1 K_beta,x and B = K_beta^-1 K_beta,x: s = k_xx - |A|^2 + |L^T B|^2 (column norms).
+        """
+        k_beta_x = self.kernel(self.beta, x)
+        projection = _solve_lower(chol_beta, k_beta_x)  # A
+        back = torch.linalg.solve_triangular(chol_beta.mT, projection, upper=True)  # B
+        mean = _matvec(self.kernel(x, self.gamma), self.a_gamma) + _matvec(k_beta_x.mT, coefficients)
+        variance = (
+            self.kernel(x, diag=True)
+            - projection.square().sum(-2)
+            + (self.scale_tril.mT @ back).square().sum(-2)
+        )
+        return mean, variance
+
+    def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """q(f(x)) of eq. 12: mean and marginal variance ``[*batch, n]``."""
+        chol_beta, coefficients, _ = self._basis()
+        return self._marginals(x, chol_beta, coefficients)
+
+    def kl(self, chol_beta: Tensor, whitened: Tensor) -> Tensor:
+        """KL[q || p] ``[*batch]``: the beta part as SVGP's (not whitened) plus the orthogonal mean's norm."""
+        mean_beta = _matvec(chol_beta, _matvec(chol_beta.mT, self.a_beta))  # K_beta a_beta
+        kl_beta = kl_divergence(mean_beta, self.scale_tril, torch.zeros_like(mean_beta), chol_beta)
+        norm_gamma = (self.a_gamma * _matvec(add_jitter(self.kernel(self.gamma)), self.a_gamma)).sum(-1)
+        return kl_beta + 0.5 * (norm_gamma - whitened.square().sum(-1))
+
+    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
+        chol_beta, coefficients, whitened = self._basis()
+        mean, variance = self._marginals(x_batch, chol_beta, coefficients)
+        expected = self.likelihood.expected_log_prob(y_batch, mean, variance, generators).sum(-1)
+        return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl(chol_beta, whitened))
+
+    def after_step(self, step: int) -> None:
+        """ORTHNAT: the natural-gradient step on (a_beta, S) from the gradients the loss left, then clears them.
+
+        dLoss/deta comes from those of (a_beta, raw L) by autograd through eta -> (a_beta, raw L), the
+        inverse of ``to_expectation`` (as GPflow's ``NaturalGradient``).
+        """
+        if not self.config.natural_gradient or self.a_beta.grad is None or self.raw_scale.grad is None:
+            return
+        grads = (self.a_beta.grad, self.raw_scale.grad)
+        self.a_beta.grad = self.raw_scale.grad = None
+        with torch.no_grad():
+            chol_beta = cholesky(add_jitter(self.kernel(self.beta)))
+            mean, second_moment = to_expectation(self.a_beta, self.raw_scale, chol_beta)
+        with torch.enable_grad():
+            expectation = (mean.requires_grad_(), second_moment.requires_grad_())
+            grad_mean, grad_second_moment = torch.autograd.grad(
+                from_expectation(*expectation, chol_beta), expectation, grads)
+        with torch.no_grad():
+            mean, chol = natural_step(mean.detach(), self.scale_tril, grad_mean, grad_second_moment,
+                                      self.config.natural_step)
+            self.a_beta.copy_(torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1))
+            self.raw_scale.copy_(_raw_of_scale_tril(chol))
