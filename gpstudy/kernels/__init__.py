@@ -7,6 +7,7 @@ import torch
 
 from gpstudy.kernels.arccos import ArcCosine
 from gpstudy.kernels.base import Kernel, Stationary
+from gpstudy.kernels.cnngp import CNNGP
 from gpstudy.kernels.features import ArcCosineFeatures, FeatureMap, FourierFeatures
 from gpstudy.kernels.matern import Matern32, Matern52
 from gpstudy.kernels.rbf import RBF
@@ -17,6 +18,7 @@ KERNELS: dict[str, type[Kernel]] = {  # every kernel by name; tests enumerate it
     "matern32": Matern32,
     "matern52": Matern52,
     "arccos": ArcCosine,
+    "cnngp": CNNGP,
 }
 
 
@@ -40,6 +42,6 @@ def build_kernel(
 
 
 __all__ = [
-    "KERNELS", "RBF", "ArcCosine", "ArcCosineFeatures", "FeatureMap", "FourierFeatures", "Kernel",
+    "CNNGP", "KERNELS", "RBF", "ArcCosine", "ArcCosineFeatures", "FeatureMap", "FourierFeatures", "Kernel",
     "Matern32", "Matern52", "Stationary", "build_kernel",
 ]

@@ -196,7 +196,7 @@ def test_build_kernel_passes_options_and_rejects_bad_ones():
     assert isinstance(kernel, ArcCosine) and (kernel.degree, kernel.depth) == (0, 3)
     assert kernel.variance.shape == (2,) and kernel.variance.dtype == torch.float32
     assert isinstance(build_kernel("matern52", 3, {}), KERNELS["matern52"])
-    with pytest.raises(ValueError, match="'laplace'.*arccos, matern32, matern52, rbf"):
+    with pytest.raises(ValueError, match="'laplace'.*arccos, cnngp, matern32, matern52, rbf"):
         build_kernel("laplace", 3, {})
     for name, options in [("arccos", {"degree": 3}), ("arccos", {"depth": 0}), ("arccos", {"layers": 2}),
                           ("rbf", {"degree": 1}), ("rbf", {"lengthscale": 2.0})]:

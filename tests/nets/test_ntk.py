@@ -1,0 +1,135 @@
+"""The NTK network: shapes, the mean at the weight means, J V J^T against finite differences."""
+
+import math
+
+import jsonschema
+import numpy as np
+import pytest
+import torch
+
+from gpstudy import settings
+from gpstudy.kernels import RBF
+from gpstudy.kernels.cnngp import CNNGP
+from gpstudy.nets.ntk import LOG_STD_INIT, NTK
+
+DTYPE = settings.DEFAULT_DTYPE
+SHAPE = (2, 5, 5)  # (C, H, W)
+TINY = {"filters": (3, 3, 4, 4, 5, 5), "dense_units": 6}  # the trunk's sizes in these tests
+CLASSES, HIDDEN = 3, 4
+
+
+def build_ntk(output_tanh: bool = True, seed: int = 0) -> NTK:
+    """A tiny NTK network whose head means and log-stds are random (not their initial values)."""
+    network = NTK(CNNGP(50, image_shape=SHAPE), HIDDEN, torch.Generator().manual_seed(seed), classes=CLASSES,
+                  output_tanh=output_tanh, **TINY)
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for parameter in [*network.mean.values(), *network.log_std.values()]:
+            parameter.add_(0.5 * torch.randn(parameter.shape, generator=generator, dtype=DTYPE))
+    return network
+
+
+@pytest.fixture
+def inputs() -> torch.Tensor:
+    return torch.randn(5, 50, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
+
+
+def head_at(network: NTK, h: torch.Tensor, weights: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The C heads ``[C, n]`` at features h ``[n, F]`` with the given weights, class by class."""
+    outputs = []
+    for c in range(CLASSES):
+        hidden = torch.tanh(h @ weights["hidden_weight"][c] + weights["hidden_bias"][c])
+        out = hidden @ weights["output_weight"][c] + weights["output_bias"][c]
+        outputs.append(out.tanh() if network.output_tanh else out)
+    return torch.stack(outputs)
+
+
+def test_shapes_covariance_and_marginals(inputs):
+    network = build_ntk()
+    mean, factor = network(inputs)
+    width = TINY["dense_units"] * HIDDEN + 2 * HIDDEN + 1
+    assert mean.shape == (CLASSES, 5) and factor.shape == (CLASSES, 5, width)
+    _, cov = network.mean_and_covariance(inputs)
+    assert cov.shape == (CLASSES, 5, 5) and torch.linalg.eigvalsh(cov).min() > 0
+    marginal_mean, variance = network.marginals(inputs)
+    torch.testing.assert_close(marginal_mean, mean)
+    torch.testing.assert_close(variance, cov.diagonal(dim1=-2, dim2=-1))
+    batched_mean, batched_factor = network(torch.stack([inputs, 2 * inputs]))
+    assert batched_mean.shape == (2, CLASSES, 5) and batched_factor.shape == (2, CLASSES, 5, width)
+    torch.testing.assert_close(batched_factor[1], network(2 * inputs)[1])
+
+
+@pytest.mark.parametrize("output_tanh", [True, False])
+def test_mean_is_the_head_at_the_weight_means(output_tanh, inputs):
+    network = build_ntk(output_tanh)
+    h = network.features(inputs)
+    torch.testing.assert_close(network(inputs)[0], head_at(network, h, dict(network.mean)))
+
+
+@pytest.mark.parametrize("output_tanh", [True, False])
+def test_covariance_is_j_v_jt_by_finite_differences(output_tanh, inputs):
+    """J by central differences in every head weight, then sum_w J_w sigma_w^2 J_w^T per class."""
+    network = build_ntk(output_tanh)
+    with torch.no_grad():
+        h = network.features(inputs)
+        means = {name: value.clone() for name, value in network.mean.items()}
+        expected = torch.zeros(CLASSES, 5, 5, dtype=DTYPE)
+        step = 1e-6
+        for name, value in means.items():
+            variance = (2 * network.log_std[name]).exp()
+            for index in np.ndindex(value.shape):
+                shifted = [dict(means) for _ in range(2)]
+                for sign, weights in zip((1, -1), shifted):
+                    weights[name] = value.clone()
+                    weights[name][index] += sign * step
+                jacobian = (head_at(network, h, shifted[0]) - head_at(network, h, shifted[1])) / (2 * step)
+                expected += variance[index] * jacobian.unsqueeze(-1) * jacobian.unsqueeze(-2)
+        factor = network(inputs)[1]
+    assert expected.abs().max() > 1e-3
+    torch.testing.assert_close(factor @ factor.mT, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_gradients_reach_every_parameter(inputs):
+    network = build_ntk()
+    mean, cov = network.mean_and_covariance(inputs)
+    (mean.sum() + cov.sum() + network.marginals(inputs)[1].sum()).backward()
+    for name, parameter in network.named_parameters():
+        assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+def test_initialization_follows_the_authors_code():
+    """At the paper's sizes on MNIST: head means N(0, 0.01^2) within 2 std, biases 0, log-stds -2;
+    the trunk's dense layer reads 256 maps of 7x7; a 51401-wide factor per class and point."""
+    network = NTK(CNNGP(784, image_shape=(1, 28, 28)), 100, torch.Generator().manual_seed(0), classes=10)
+    weight = network.mean["hidden_weight"]
+    assert weight.shape == (10, 512, 100) and weight.abs().max() <= 0.02 and 0.008 < weight.std() < 0.01
+    assert network.mean["output_weight"].shape == (10, 100) and not network.mean["output_bias"].any()
+    assert not network.mean["hidden_bias"].any()
+    assert all((value == LOG_STD_INIT).all() for value in network.log_std.values())
+    dense = network.trunk[-2]
+    assert dense.in_features == 256 * 7 * 7 and dense.out_features == 512
+    assert all(not module.bias.any() for module in network.trunk.modules() if hasattr(module, "bias"))
+    width = sum(value[0].numel() for value in network.mean.values())
+    assert width == 512 * 100 + 2 * 100 + 1
+
+
+def test_image_shape_generators_and_dtype():
+    kernel = RBF(50)
+    with pytest.raises(ValueError, match="pass image_shape"):
+        NTK(kernel, HIDDEN, torch.Generator(), classes=2, **TINY)
+    with pytest.raises(ValueError, match="one torch.Generator"):
+        NTK(kernel, HIDDEN, [torch.Generator(), torch.Generator()], classes=2, image_shape=SHAPE, **TINY)
+    network = NTK(RBF(50, dtype=torch.float32), HIDDEN, torch.Generator(), classes=2, image_shape=SHAPE, **TINY)
+    mean, factor = network(torch.randn(3, 50))
+    assert mean.dtype == factor.dtype == torch.float32 and math.prod(factor.shape[:2]) == 6
+
+
+def test_options_schema():
+    options = {"image_shape": [1, 28, 28], "filters": [8, 16], "strides": [1, 2], "dense_units": 32,
+               "output_tanh": False}
+    jsonschema.validate(options, NTK.options_schema)
+    for bad in [{"strides": [3]}, {"hidden_units": 100}, {"image_shape": [28, 28]}]:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, NTK.options_schema)
+    with pytest.raises(ValueError, match="2 filters for 1 strides"):
+        NTK(CNNGP(50, image_shape=SHAPE), HIDDEN, torch.Generator(), classes=2, filters=[3, 3], strides=[1])
