@@ -1,7 +1,7 @@
 """Seconds, FLOPs and kernel launches per training iteration of each method (issue: speed).
 
 For svgp, gpnet and fbnn at M in {100, 500} (batch 500, D = 8, float64, RFE with 1000 hidden units,
-the study's settings) it runs the real training loop (``gpstudy.training.fit``) on S splits at once
+the study's settings; ``--methods`` takes any registered method or config variant, e.g. orth orthnat autogp) it runs the real training loop (``gpstudy.training.fit``) on S splits at once
 and prints, per row: seconds per iteration, GFLOP per iteration (matrix products, Cholesky factors and
 triangular solves, forward and backward, counted by ``torch.utils.flop_counter``), the achieved
 GFLOP/s and its share of a ``torch.mm`` rate measured in the same run, and the operators dispatched
@@ -15,6 +15,7 @@ says what the batch costs per iteration relative to one split alone.
 
 import argparse
 import time
+from dataclasses import replace
 from collections import Counter
 from pathlib import Path
 
@@ -72,9 +73,10 @@ def build(method_name: str, M: int, n: int, splits: int, device: torch.device):
     y = torch.sin(x.sum(-1))
     kernel = RBF(D, batch_shape=(splits,)).to(device)
     likelihood = GaussianLikelihood(batch_shape=(splits,)).to(device)
-    network = {"hidden_units": HIDDEN, "measurement": "train"} if method_name != "svgp" else {}
-    config = run_settings(STUDY, None, method=method_name, M=M, **network).method_config(n)
-    return build_method(method_name, x, y, kernel, likelihood, config, generators).to(device), x, y, generators
+    settings = run_settings(STUDY, None, method=method_name, M=M)  # a registered method or a variant
+    network = {"hidden_units": HIDDEN, "measurement": "train"} if "hidden_units" in settings.options else {}
+    config = replace(settings, options={**settings.options, **network}).method_config(n)
+    return build_method(settings.method, x, y, kernel, likelihood, config, generators).to(device), x, y, generators
 
 
 def synchronize(device: torch.device) -> None:

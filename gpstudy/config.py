@@ -27,7 +27,6 @@ OUTPUT_FILES = {  # an experiment's output -> its files
     "violins": [paths.VIOLINS + ext for ext in (".png", ".pdf")],
     "posteriors": [paths.POSTERIORS + ext for ext in (".png", ".pdf")],
 }
-TABLE_METRICS = TASK_METRICS["regression"]  # the metrics of the `tables` output (Tables 3 and 4)
 USER_DATASET_KEYS = ("source", "format", "target", "task")  # a data set's options that define a user data set
 
 
@@ -136,6 +135,7 @@ def validate_config(config: dict[str, Any]) -> None:
                 raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.methods.{method}: "
                                   f"unknown method {method!r}; known: {', '.join(method_names(config))} "
                                   "(or define it under `variants`)")
+        experiment_metrics(config, name)  # one task per experiment
         if "posteriors" in spec.get("outputs", []) and len(spec["datasets"]) != 1:
             raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
                               f"one data set of one input, not {len(spec['datasets'])}")
@@ -198,8 +198,17 @@ def experiment_targets(config: dict[str, Any]) -> list[str]:
         targets.append(paths.CURVES_FIGURE.format(experiment=experiment))
         for output in config["experiments"][experiment].get("outputs", []):
             targets += [pattern.format(experiment=experiment, metric=metric) for pattern in OUTPUT_FILES[output]
-                        for metric in (TABLE_METRICS if "{metric}" in pattern else (None,))]
+                        for metric in (experiment_metrics(config, experiment) if "{metric}" in pattern else (None,))]
     return targets
+
+
+def experiment_metrics(config: dict[str, Any], experiment: str) -> tuple[str, ...]:
+    """The test metrics of an experiment's task (``gpstudy.metrics.TASK_METRICS``), one table each."""
+    tasks = {dataset_of(config, dataset).task for dataset in config["experiments"][experiment]["datasets"]}
+    if len(tasks) != 1:
+        raise ConfigError(f"invalid configuration:\n  config key $.experiments.{experiment}.datasets: data sets "
+                          f"of one task, not {', '.join(sorted(tasks))}")
+    return TASK_METRICS[tasks.pop()]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The GPNet paper's UCI regression numbers (Tables 3 and 4) and the PBP baseline, as tidy tables.
+"""The papers' numbers as tidy tables: the GPNet paper's UCI regression (Tables 3 and 4), the PBP
+baseline, and single classification numbers (the AutoGP paper's MNIST).
 
 The numbers live in the package file ``paper_results.yaml``, whose header names their sources.
 """
@@ -10,6 +11,7 @@ import pandas as pd
 import yaml
 
 METRICS = ("rmse", "test_ll")  # Table 3 (RMSE) and Table 4 (test log-likelihood)
+ALL_METRICS = (*METRICS, "error_rate")  # with the classification numbers
 
 
 @cache
@@ -18,9 +20,9 @@ def _results() -> dict:
     return yaml.safe_load(resources.files("gpstudy").joinpath("paper_results.yaml").read_text())
 
 
-def _check_metric(metric: str) -> None:
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; the paper reports {METRICS}")
+def _check_metric(metric: str, known: tuple[str, ...] = METRICS) -> None:
+    if metric not in known:
+        raise ValueError(f"unknown metric {metric!r}; the papers report {known}")
 
 
 def paper_datasets() -> pd.DataFrame:
@@ -35,21 +37,26 @@ def paper_columns() -> list[tuple[str, int]]:
 
 
 def paper_table(metric: str) -> pd.DataFrame:
-    """The paper's Table 3 (``"rmse"``) or Table 4 (``"test_ll"``), one row per cell.
-
-    Args:
-        metric: ``"rmse"`` or ``"test_ll"``.
+    """The papers' numbers of a metric, one row per cell: Table 3 (``"rmse"``) or 4 (``"test_ll"``) in
+    the paper's order, then the classification numbers of the metric (``"test_ll"``, ``"error_rate"``).
 
     Returns:
-        Columns dataset, method, M, mean, se; data sets and columns in the paper's order.
+        Columns dataset, method, M, mean, se (NaN where the paper prints none).
     """
-    _check_metric(metric)
+    _check_metric(metric, ALL_METRICS)
     rows = [
         (dataset, method, m, mean, se)
-        for dataset, cells in _results()[metric].items()
+        for dataset, cells in _results().get(metric, {}).items()
         for (method, m), (mean, se) in zip(paper_columns(), cells, strict=True)
     ]
+    rows += [(cell["dataset"], cell["method"], cell["M"], cell["value"], float("nan"))
+             for cell in classification_numbers() if cell["metric"] == metric]
     return pd.DataFrame(rows, columns=["dataset", "method", "M", "mean", "se"])
+
+
+def classification_numbers() -> list[dict]:
+    """The single classification numbers: dataset, method, M, metric, value, paper (file) and quote."""
+    return _results()["classification"]
 
 
 def pbp_table(metric: str) -> pd.DataFrame:

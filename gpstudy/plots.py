@@ -25,7 +25,8 @@ SNELSON_PANEL = (3.0, 2.4)  # inches: width and height of one Snelson panel
 CURVE_PANEL = (3.2, 2.6)  # inches: width and height of one learning-curve panel
 BAND_STD = 3.0  # Snelson bands span mean ± this many predictive standard deviations (paper Fig. 4)
 CURVE_PANELS_PER_ROW = 4  # learning-curve panels side by side
-LOG_ITERATIONS_ABOVE = 100.0  # iteration axis is logarithmic when max / min positive iteration exceeds this
+LOG_ITERATIONS_ABOVE = 100.0  # the x axis is logarithmic when max / min positive value exceeds this
+CURVE_AXES = {"iteration": "Iteration", "seconds": "Training seconds"}  # learning curves' x axes and labels
 
 
 def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path) -> None:
@@ -108,19 +109,22 @@ def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.n
     _save(figure, png, pdf)
 
 
-def learning_curves(curves: pd.DataFrame, png: Path, experiment: str) -> None:
-    """Test RMSE (a classification: error rate) against iteration per (method, M): mean over splits with a
-    ± standard error band.
+def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str) -> None:
+    """Test RMSE (a classification: error rate) against iteration or training seconds per (method, M):
+    mean over splits with a ± standard error band.
 
     Args:
-        curves: one row per evaluation of a run: experiment, dataset, method, M, split, iteration, rmse
-            or error_rate.
+        curves: one row per evaluation of a run: experiment, dataset, method, M, split, iteration,
+            seconds, rmse or error_rate.
         png: output PNG.
         experiment: the experiment drawn, e.g. ``"uci"``; one panel per data set.
+        axis: ``"iteration"``, or ``"seconds"``: the mean over splits of the training seconds at each
+            evaluation (wall clock, as the ODVGP paper's Figure 2).
     """
     runs = curves[curves["experiment"] == experiment]
     metric = "rmse" if "error_rate" not in runs or runs["error_rate"].isna().all() else "error_rate"
-    stats = mean_and_se(runs, metric, ["dataset", "method", "M", "iteration"])
+    keys = ["dataset", "method", "M", "iteration"]
+    stats = mean_and_se(runs, metric, keys).merge(runs.groupby(keys, as_index=False)["seconds"].mean(), on=keys)
     datasets = in_order(stats["dataset"], paper_datasets()["dataset"])
     columns = in_order(zip(stats["method"], stats["M"]), paper_columns())
     colors = _colors(columns)
@@ -128,17 +132,17 @@ def learning_curves(curves: pd.DataFrame, png: Path, experiment: str) -> None:
     n_rows = math.ceil(len(datasets) / n_columns)
     figure = Figure(figsize=(CURVE_PANEL[0] * n_columns, CURVE_PANEL[1] * n_rows), layout="constrained")
     axes = figure.subplots(n_rows, n_columns, squeeze=False)
-    positive = stats.loc[stats["iteration"] > 0, "iteration"]
+    positive = stats.loc[stats[axis] > 0, axis]
     log_scale = not positive.empty and positive.max() / positive.min() > LOG_ITERATIONS_ABOVE
     for ax, dataset in zip(axes.flat, datasets):
         for method, m in columns:
             line = stats[(stats["dataset"] == dataset) & (stats["method"] == method) & (stats["M"] == m)]
-            ax.plot(line["iteration"], line["mean"], color=colors[method, m])
-            ax.fill_between(line["iteration"], line["mean"] - line["se"], line["mean"] + line["se"],
+            ax.plot(line[axis], line["mean"], color=colors[method, m])
+            ax.fill_between(line[axis], line["mean"] - line["se"], line["mean"] + line["se"],
                             color=colors[method, m], alpha=0.25, linewidth=0)
         if log_scale:
             ax.set_xscale("log", nonpositive="mask")
-        ax.set(title=dataset_label(dataset), xlabel="Iteration", ylabel=METRIC_NAMES[metric])
+        ax.set(title=dataset_label(dataset), xlabel=CURVE_AXES[axis], ylabel=METRIC_NAMES[metric])
     for ax in axes.flat[len(datasets):]:
         ax.set_axis_off()
     figure.legend(handles=[Line2D([], [], color=colors[column], label=method_label(*column)) for column in columns],

@@ -15,7 +15,9 @@ import pandas as pd
 from gpstudy.io import atomic_path
 from gpstudy.paper import paper_columns, paper_datasets, paper_table
 
-METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP"}  # display names, in plot order
+METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP", "orth": "ORTH",
+                "orthnat": "ORTHNAT", "autogp": "AutoGP", "autogp_loo": "AutoGP LOO",
+                "autogp_arccos": "AutoGP arc-cosine"}  # display names of methods and config.yaml's variants, in plot order
 METRIC_NAMES = {"rmse": "Test RMSE", "error_rate": "Test error rate",
                 "test_ll": "Test log-likelihood"}  # display names of the metrics
 AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined standard errors (STUDY.md)

@@ -27,14 +27,11 @@ rule tables:
     input:
         paths.RUNS,
     output:
-        rmse=report(multiext(paths.TABLES.replace("{metric}", "rmse"), ".csv", ".md", ".tex"),
-                    caption="../report/tables.rst", category="Tables"),
-        test_ll=report(multiext(paths.TABLES.replace("{metric}", "test_ll"), ".csv", ".md", ".tex"),
-                       caption="../report/tables.rst", category="Tables"),
+        report(multiext(paths.TABLES, ".csv", ".md", ".tex"), caption="../report/tables.rst", category="Tables"),
     log:
-        "logs/aggregate/tables_{experiment}.log",
+        "logs/aggregate/tables_{experiment}_{metric}.log",
     benchmark:
-        "results/benchmarks/aggregate/tables_{experiment}.tsv"
+        "results/benchmarks/aggregate/tables_{experiment}_{metric}.tsv"
     conda:
         "../environment.yml"
     script:
@@ -81,6 +78,8 @@ rule learning_curves:
         paths.CURVES,
     output:
         report(paths.CURVES_FIGURE, caption="../report/learning_curves.rst", category="Figures"),
+    params:
+        axis=lambda wildcards: config["experiments"][wildcards.experiment].get("curve_axis", "iteration"),
     log:
         "logs/aggregate/learning_curves_{experiment}.log",
     benchmark:

@@ -5,6 +5,7 @@ from dataclasses import asdict
 from gpstudy import paths
 from gpstudy.config import data_plan, experiment_targets, splits_of, study_jobs, validate_config
 from gpstudy.data import PROTOCOLS
+from gpstudy.metrics import TASK_METRICS
 from gpstudy.training import run_settings
 
 validate_config(config)
@@ -21,6 +22,7 @@ wildcard_constraints:
     experiment="|".join(EXPERIMENTS) or "none",
     method="[a-z][a-z0-9_]*",
     M=r"\d+",
+    metric="|".join(sorted({m for metrics in TASK_METRICS.values() for m in metrics})),
 
 
 def split_path(dataset, split):

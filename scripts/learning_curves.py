@@ -1,4 +1,4 @@
-"""Rule learning_curves: test RMSE against iteration per method, for one experiment."""
+"""Rule learning_curves: test RMSE (error rate) against iteration or seconds per method, for one experiment."""
 
 from pathlib import Path
 
@@ -8,4 +8,5 @@ from gpstudy.job import start_job
 from gpstudy.plots import learning_curves
 
 start_job(snakemake.log[0])
-learning_curves(pd.read_csv(snakemake.input[0]), Path(snakemake.output[0]), snakemake.wildcards.experiment)
+learning_curves(pd.read_csv(snakemake.input[0]), Path(snakemake.output[0]), snakemake.wildcards.experiment,
+                snakemake.params.axis)

@@ -57,7 +57,7 @@ def with_nested(**changes):
     ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"Od-SVGP": [5]}}}},
      r"\$\.experiments\.uci\.methods: 'Od-SVGP' does not match"),
     ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"od_svgp": [5]}}}},
-     r"experiments\.uci\.methods\.od_svgp: unknown method 'od_svgp'; known: exact, fbnn, gpnet, svgp"),
+     r"experiments\.uci\.methods\.od_svgp: unknown method 'od_svgp'; known: autogp, autogp_arccos, autogp_loo, exact, fbnn, gpnet, odvgp, orth, orthnat, svgp"),
     ({"device": "gpu"}, r"\$\.device: 'gpu' does not match"),
     ({"splits_per_job": 0}, r"\$\.splits_per_job: 0 is less than the minimum of 1"),
     ({"jobs_per_gpu": 0}, r"\$\.jobs_per_gpu: 0 is less than the minimum of 1"),
@@ -70,8 +70,9 @@ def test_bad_config_names_the_key(changes, message):
 def test_study_jobs_batch_all_splits_by_default():
     config = with_changes(datasets=["snelson", "boston"], splits=3)
     jobs = study_jobs(config)
-    assert len(jobs) == 9 + 5
+    assert len(jobs) == 9 + 5 + 4  # snelson; uci and odvgp on boston
     assert TrainJob("uci", "boston", "fbnn", 500, (0, 1, 2)) in jobs
+    assert TrainJob("odvgp", "boston", "orthnat", 300, (0, 1, 2)) in jobs
     assert TrainJob("snelson", "snelson", "svgp", 2, (0,)) in jobs
     assert jobs[-1].label == "0-2" and splits_of("0-2") == (0, 1, 2) and splits_of("4-4") == (4,)
 
@@ -81,7 +82,7 @@ def test_splits_per_job_cuts_the_batches():
     boston = [job.splits for job in study_jobs(config) if (job.method, job.M) == ("svgp", 100)]
     assert boston == [(0, 1), (2, 3), (4,)]
     one_each = with_changes(datasets=["boston"], splits=5, splits_per_job=1)
-    assert len(study_jobs(one_each)) == 5 * 5  # today's one job per split
+    assert len(study_jobs(one_each)) == 5 * (5 + 4)  # one job per split (uci and odvgp)
 
 
 def test_data_plan():

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gpstudy.paper import METRICS, paper_columns, paper_datasets, paper_table, pbp_table
+from gpstudy.paper import METRICS, classification_numbers, paper_columns, paper_datasets, paper_table, pbp_table
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"  # the study's documents beside the repo
 PAPER = SHARED / "papers" / "gpnet-full-with-appendix.txt"
@@ -60,7 +60,9 @@ def test_every_cell_and_size_is_the_papers(metric):
                            for (method, m), (mean, se) in zip(paper_columns(), CELL.findall(cells))]
     assert len(rows) == 7
     assert list(paper_datasets().itertuples(index=False, name=None)) == expected_sizes
-    assert list(paper_table(metric).itertuples(index=False, name=None)) == expected_cells
+    table = paper_table(metric)
+    uci = table[table["dataset"].isin(paper_datasets()["dataset"])]
+    assert list(uci.itertuples(index=False, name=None)) == expected_cells
 
 
 def test_pbp_is_studys_list():
@@ -70,6 +72,17 @@ def test_pbp_is_studys_list():
     for metric, (mean_at, se_at) in zip(METRICS, ((1, 2), (3, 4))):
         expected = [(_key(match[0]), float(match[mean_at]), float(match[se_at])) for match in found]
         assert list(pbp_table(metric).itertuples(index=False, name=None)) == expected
+
+
+@pytest.mark.parametrize("cell", classification_numbers(), ids=lambda cell: f"{cell['method']}{cell['M']}-{cell['metric']}")
+def test_every_classification_number_is_the_papers_sentence(cell):
+    text = " ".join(_read(SHARED / "papers" / cell["paper"]).split())
+    assert cell["quote"] in text
+    printed = float(re.findall(r"(\d+\.\d+)%?", cell["quote"])[-1])
+    expected = printed / 100 if cell["metric"] == "error_rate" else -printed  # a percentage; NLP = -test_ll
+    assert cell["value"] == pytest.approx(expected, abs=1e-12)
+    assert paper_table(cell["metric"]).query("method == @cell['method'] and M == @cell['M']")["mean"].item() == \
+        cell["value"]
 
 
 def test_unknown_metric_is_refused():

@@ -4,6 +4,7 @@ import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.axes import Axes
 
 from gpstudy.plots import CURVE_PANEL, DPI, SNELSON_PANEL, VIOLIN_PANEL, learning_curves, posteriors, violins
 
@@ -50,13 +51,18 @@ def test_snelson_figure_with_some_methods_and_sizes(tmp_path):
     _assert_pdf(tmp_path / "fig4.pdf")
 
 
-def test_learning_curves_with_a_single_split_run(tmp_path):
+@pytest.mark.parametrize("axis", ["iteration", "seconds"])
+def test_learning_curves_with_a_single_split_run(tmp_path, axis, monkeypatch):
     iterations = np.array([1, 10, 100, 1000, 10000])
     curves = pd.concat([
         pd.DataFrame({"experiment": "uci", "dataset": dataset, "method": method, "M": 100, "split": split,
-                      "iteration": iterations, "objective": 0.0, "seconds": 1.0,
+                      "iteration": iterations, "objective": 0.0, "seconds": 0.01 * iterations * (1 + split),
                       "rmse": 3.0 + 1.0 / iterations + 0.1 * split, "test_ll": -2.5})
         for dataset in ("boston", "concrete") for method, splits in (("svgp", 3), ("gpnet", 1))
         for split in range(splits)])
-    learning_curves(curves, tmp_path / "curves.png", "uci")
+    drawn = []
+    monkeypatch.setattr(Axes, "plot", lambda self, x, y, **kwargs: drawn.append(np.asarray(x)))
+    learning_curves(curves, tmp_path / "curves.png", "uci", axis)
     _assert_png(tmp_path / "curves.png", CURVE_PANEL[0] * 2, CURVE_PANEL[1])  # 2 data sets in a row
+    svgp = 0.01 * iterations * 2 if axis == "seconds" else iterations  # the mean of splits 0-2's seconds
+    np.testing.assert_allclose(drawn[0], svgp)

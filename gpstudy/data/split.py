@@ -6,7 +6,8 @@ Protocols:
     the rest) the test set. This is GPNet's protocol (its code's seed is 0).
   * ``index_files``: the standard split files index_train_s / index_test_s of Hernandez-Lobato &
     Adams (2015), indexing the rows of their ``data.txt``.
-  * ``given``: the data set's own train/test partition (MNIST, CIFAR10); one split only.
+  * ``given``: the data set's own train/test partition (MNIST, CIFAR10); one split only. With
+    ``train_size`` / ``test_size``, a ``RandomState(seed)`` subset of each part (a quick run).
 """
 
 import json
@@ -73,8 +74,19 @@ def split_rows(table: Table, protocol: str, split: int, *, seed: int = 0, train_
             raise ValueError("the 'given' protocol needs a data set with its own test set")
         if split != 0:
             raise ValueError(f"the 'given' protocol has only split 0, not {split}")
-        return np.flatnonzero(~table.test_mask), np.flatnonzero(table.test_mask)
+        rng = np.random.RandomState(seed)
+        return tuple(_subset(np.flatnonzero(mask), size, rng, part) for mask, size, part in (
+            (~table.test_mask, train_size, "training"), (table.test_mask, test_size, "test")))
     raise ValueError(f"unknown split protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+
+
+def _subset(rows: np.ndarray, size: int | None, rng: np.random.RandomState, part: str) -> np.ndarray:
+    """``size`` of ``rows`` drawn without replacement, in their order (all of them when ``size`` is None)."""
+    if size is None:
+        return rows
+    if not 1 <= size <= len(rows):
+        raise ValueError(f"{size} {part} rows asked of the data set's {len(rows)}")
+    return np.sort(rng.choice(rows, size, replace=False))
 
 
 def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: bool, info: dict) -> Split:

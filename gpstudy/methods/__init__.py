@@ -6,13 +6,15 @@ from gpstudy import generators as draws
 
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.methods.autogp import AutoGP
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.exact_gp import ExactGP
 from gpstudy.methods.fbnn import FBNN
 from gpstudy.methods.gpnet import GPNet
+from gpstudy.methods.odvgp import ODVGP
 from gpstudy.methods.svgp import SVGP
 
-METHODS: dict[str, type[Method]] = {method.name: method for method in (ExactGP, SVGP, GPNet, FBNN)}
+METHODS: dict[str, type[Method]] = {method.name: method for method in (ExactGP, SVGP, GPNet, FBNN, ODVGP, AutoGP)}
 
 
 def build_method(
@@ -27,7 +29,7 @@ def build_method(
     """The method registered as ``name``, built on the training data.
 
     Args:
-        name: a key of ``METHODS``: "exact", "svgp", "gpnet" or "fbnn".
+        name: a key of ``METHODS``: "exact", "svgp", "gpnet", "fbnn", "odvgp" or "autogp".
         x_train: ``[N, D]``.
         y_train: ``[N]``.
         kernel: the prior kernel, already initialized.
@@ -41,4 +43,4 @@ def build_method(
     return METHODS[name](x_train, y_train, kernel, likelihood, config, generators)
 
 
-__all__ = ["FBNN", "GPNet", "METHODS", "SVGP", "ExactGP", "Method", "MethodConfig", "build_method"]
+__all__ = ["FBNN", "GPNet", "METHODS", "ODVGP", "SVGP", "AutoGP", "ExactGP", "Method", "MethodConfig", "build_method"]

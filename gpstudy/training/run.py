@@ -88,9 +88,10 @@ def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int
 
 @torch.no_grad()
 def predict(method: Method, x: Tensor) -> tuple[Tensor, Tensor]:
-    """The latent predictive mean and variance ``[*batch, n]`` at ``x`` ``[*batch, n, D]``, in chunks."""
+    """The latent predictive mean and variance ``[*batch, n]`` (several latents: ``[*batch, n, Q]``) at
+    ``x`` ``[*batch, n, D]``, in chunks of points."""
     parts = [method.predict_f(chunk) for chunk in x.split(PREDICT_CHUNK, dim=-2)]
-    return tuple(torch.cat(part, dim=-1) for part in zip(*parts))
+    return tuple(torch.cat(part, dim=x.dim() - 2) for part in zip(*parts))  # the points' dimension
 
 
 @torch.no_grad()

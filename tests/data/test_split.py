@@ -41,6 +41,18 @@ def test_given_protocol_uses_the_test_mask_and_has_one_split():
         split_rows(toy_table(), "given", 0)
 
 
+def test_given_protocol_subsets_each_part_by_the_seed():
+    table = toy_table(test_mask=np.arange(50) >= 40)
+    train, test = split_rows(table, "given", 0, seed=3, train_size=12, test_size=4)
+    assert len(train) == 12 == len(set(train)) and set(train) < set(range(40)) and list(train) == sorted(train)
+    assert len(test) == 4 and set(test) < set(range(40, 50))
+    again = split_rows(table, "given", 0, seed=3, train_size=12, test_size=4)
+    assert all(np.array_equal(a, b) for a, b in zip((train, test), again))
+    assert not np.array_equal(train, split_rows(table, "given", 0, seed=4, train_size=12)[0])
+    with pytest.raises(ValueError, match="41 training rows asked of the data set's 40"):
+        split_rows(table, "given", 0, train_size=41)
+
+
 def test_unknown_protocol_is_named():
     with pytest.raises(ValueError, match="'shuffled'"):
         split_rows(toy_table(), "shuffled", 0)

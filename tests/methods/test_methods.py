@@ -52,7 +52,7 @@ def test_every_method_is_registered_under_its_name_with_its_defaults_in_the_conf
 
 
 def test_unknown_method_names_the_known_ones(data):
-    with pytest.raises(ValueError, match="exact, fbnn, gpnet, svgp"):
+    with pytest.raises(ValueError, match="autogp, exact, fbnn, gpnet, odvgp, svgp"):
         build_method("vfe", *data, RBF(D), GaussianLikelihood(0.1), MethodConfig(M=6, n_train=N), torch.Generator())
 
 

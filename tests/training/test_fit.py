@@ -45,7 +45,8 @@ def test_batch_sampler_of_splits_shuffles_each_with_its_own_generator():
 @pytest.mark.parametrize("method", sorted(set(METHODS) - {"exact"}))
 def test_split_trained_in_a_batch_equals_the_split_trained_alone(tmp_path, method, settings_for):
     splits = {s: toy_split(seed=s) for s in range(3)}
-    network = {} if method == "svgp" else {"hidden_units": 16, "measurement": "noisy"}
+    options = {"hidden_units": 16, "measurement": "noisy", "mean_basis": 5}  # small, for the methods that have them
+    network = {key: value for key, value in options.items() if key in METHODS[method].options_schema}
     settings = settings_for(method=method, M=8, iterations=30, batch_size=16, pretrain=True, pretrain_iterations=5,
                             eval_every=10, checkpoint_every=1000, **network)
     batched = train_splits(splits, settings, folders(tmp_path / "batch", splits), tmp_path / "batch.pt")
@@ -167,3 +168,22 @@ def test_exact_reference_predicts_at_the_plot_inputs(settings_for):
     reference = exact_reference(split, None, settings_for("exact", 1))
     assert list(reference.columns) == ["x", "mean", "var_f", "var_y"] and len(reference) == 7
     assert np.isfinite(reference.to_numpy()).all() and (reference["var_y"] > reference["var_f"]).all()
+
+
+def test_predictions_in_chunks_keep_every_latent(monkeypatch, settings_for):
+    """A method of several latents (AutoGP, softmax over 3 classes) predicts ``[*batch, n, Q]`` chunk by chunk."""
+    import gpstudy.training.run as run_module
+
+    rng = np.random.default_rng(0)
+    x, labels = rng.normal(size=(30, 2)), rng.integers(0, 3, size=30).astype(float)
+    split = Split(x[:20], labels[:20], x[20:], labels[20:], np.zeros(2), np.ones(2), 0.0, 1.0, {})
+    settings = settings_for("autogp", 4, likelihood="softmax", likelihood_options={"classes": 3})
+    problem = Problem({0: split, 1: split}, settings, None)
+    method = run_module.build_method("autogp", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
+                                     settings.method_config(20), problem.generators)
+    whole = run_module.predict(method, problem.x_test)
+    monkeypatch.setattr(run_module, "PREDICT_CHUNK", 3)
+    chunked = run_module.predict(method, problem.x_test)
+    assert whole[0].shape == (2, 10, 3)
+    for a, b in zip(whole, chunked):
+        torch.testing.assert_close(a, b)

@@ -57,7 +57,7 @@ def test_unknown_override_is_refused(study_config):
 
 def test_a_variant_is_its_method_with_its_own_keys(study_config):
     config = copy.deepcopy(study_config)
-    config["variants"] = {"gpnet_box": {"method": "gpnet", "measurement": "box", "box": [[-1.0], [1.0]], "lr": 0.01}}
+    config["variants"]["gpnet_box"] = {"method": "gpnet", "measurement": "box", "box": [[-1.0], [1.0]], "lr": 0.01}
     config["experiments"]["snelson"]["methods"]["gpnet_box"] = [5]
     validate_config(config)
     variant = run_settings(config, "concrete", method="gpnet_box", M=5)
@@ -78,7 +78,7 @@ def test_a_bad_variant_is_named(study_config, variants, message):
     from gpstudy.config import ConfigError
 
     config = copy.deepcopy(study_config)
-    config["variants"] = variants
+    config["variants"].update(variants)
     config["experiments"]["snelson"]["methods"] = {name: [5] for name in variants}
     with pytest.raises(ConfigError, match=message):
         validate_config(config)
