@@ -60,7 +60,12 @@ class Problem:
         self.likelihood = settings.build_likelihood(batch_shape)
         if hyperparameters is not None:
             load_hyperparameters(self.kernel, self.likelihood, stack_hyperparameters([hyperparameters[s] for s in splits]))
-        self.generators = [torch.Generator(device=device).manual_seed(settings.seed + s) for s in splits]
+        self.seeds = [settings.seed + s for s in splits]
+        self.generators = self.new_generators()
+
+    def new_generators(self) -> list[torch.Generator]:
+        """One generator per split, seeded ``settings.seed + s``, at the start of its stream."""
+        return [torch.Generator(device=self.device).manual_seed(seed) for seed in self.seeds]
 
 
 def _stack(splits: list[Split], name: str) -> np.ndarray:
@@ -140,8 +145,9 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
                           settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std),
                           problem.generators).to(problem.device)
 
-    def evaluate() -> dict[str, Tensor]:
-        return task_metrics(method.likelihood, *predict(method, problem.x_test), problem.y_test, problem.y_std)
+    def evaluate() -> dict[str, Tensor]:  # Monte Carlo predictives draw from fresh generators, not training's
+        return task_metrics(method.likelihood, *predict(method, problem.x_test), problem.y_test, problem.y_std,
+                            problem.new_generators())
 
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     fingerprint = json.dumps({"settings": asdict(settings), "splits": {s: _digest(split) for s, split in splits.items()},

@@ -170,13 +170,28 @@ def test_exact_reference_predicts_at_the_plot_inputs(settings_for):
     assert np.isfinite(reference.to_numpy()).all() and (reference["var_y"] > reference["var_f"]).all()
 
 
+def labelled_split(seed: int = 0) -> Split:
+    """20 training and 10 test points of 2 inputs, labels in {0, 1, 2}."""
+    rng = np.random.default_rng(seed)
+    x, labels = rng.normal(size=(30, 2)), rng.integers(0, 3, size=30).astype(float)
+    return Split(x[:20], labels[:20], x[20:], labels[20:], np.zeros(2), np.ones(2), 0.0, 1.0, {})
+
+
+def test_a_softmax_run_evaluates_by_monte_carlo_the_same_each_time(tmp_path, settings_for):
+    settings = settings_for("autogp", 4, likelihood="softmax", likelihood_options={"classes": 3}, iterations=6,
+                            batch_size=10, eval_every=3, samples=5)
+    runs = [train_splits({0: labelled_split(0), 1: labelled_split(1)}, settings, folders(tmp_path / run, [0, 1]),
+                         tmp_path / f"{run}.pt") for run in ("a", "b")]
+    for s in (0, 1):
+        assert runs[0][s]["status"] == "ok" and all(runs[0][s][key] == runs[1][s][key] for key in ("error_rate", "test_ll"))
+    assert 0 <= runs[0][0]["error_rate"] <= 1 and runs[0][0]["test_ll"] < 0
+
+
 def test_predictions_in_chunks_keep_every_latent(monkeypatch, settings_for):
     """A method of several latents (AutoGP, softmax over 3 classes) predicts ``[*batch, n, Q]`` chunk by chunk."""
     import gpstudy.training.run as run_module
 
-    rng = np.random.default_rng(0)
-    x, labels = rng.normal(size=(30, 2)), rng.integers(0, 3, size=30).astype(float)
-    split = Split(x[:20], labels[:20], x[20:], labels[20:], np.zeros(2), np.ones(2), 0.0, 1.0, {})
+    split = labelled_split()
     settings = settings_for("autogp", 4, likelihood="softmax", likelihood_options={"classes": 3})
     problem = Problem({0: split, 1: split}, settings, None)
     method = run_module.build_method("autogp", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,

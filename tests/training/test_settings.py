@@ -6,6 +6,7 @@ from dataclasses import fields
 
 import numpy as np
 import pytest
+import torch
 
 from gpstudy.config import training_keys, validate_config
 from gpstudy.training import RunSettings, run_settings
@@ -97,3 +98,9 @@ def test_box_moves_to_standardized_inputs(study_config):
     assert config.beta0 == settings.options["beta0"]  # options read as attributes
     with pytest.raises(AttributeError, match="no 'beta00'"):
         config.beta00
+
+
+def test_a_fresh_kernel_starts_at_the_initial_lengthscale(settings_for):
+    kernel = settings_for("svgp", 5, initial_lengthscale=10.0, kernel="matern52").build_kernel(3, (2,))
+    torch.testing.assert_close(kernel.lengthscale, torch.full((2, 3), 10.0, dtype=torch.float64))
+    torch.testing.assert_close(kernel.variance, torch.ones(2, dtype=torch.float64))
