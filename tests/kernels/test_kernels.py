@@ -163,6 +163,30 @@ def test_arccos_matches_the_recursion(degree, depth, inputs):
     torch.testing.assert_close(kernel(x1, diag=True), torch.tensor(diagonal, dtype=DTYPE))
 
 
+@pytest.mark.parametrize("degree, depth", [(0, 2), (1, 2), (1, 3), (2, 2)])
+def test_deep_arccos_is_the_covariance_of_wide_random_step_and_relu_networks(degree, depth):
+    """kappa^(L) against Monte Carlo over random networks of L layers of width W (Cho & Saul 2009):
+    h_1 = sqrt(2 pi / W) relu_d(W_1 x), h_(l+1) = sqrt(2 / W) relu_d(W_(l+1) h_l), relu_d(z) = step(z) z^d,
+    weights N(0, 1): <h_L(x), h_L(x')> -> kappa^(L)(x, x') (eq. 21 carries pi, the later layers 1 / pi)."""
+    generator = torch.Generator().manual_seed(degree * 10 + depth)
+    x = torch.tensor([[0.6, -0.4, 0.3], [0.2, 0.5, -0.7], [-0.5, 0.1, 0.4]], dtype=torch.float64)
+    networks, width = 40, 800
+    estimates = []
+    for _ in range(networks):
+        hidden, scale = x.mT, 2 * math.pi
+        for _ in range(depth):
+            pre = torch.randn(width, hidden.shape[0], generator=generator, dtype=torch.float64) @ hidden
+            hidden = (scale / width) ** 0.5 * (pre > 0) * pre.clamp_min(0) ** degree
+            scale = 2.0
+        estimates.append(hidden.mT @ hidden)
+    estimates = torch.stack(estimates)
+    estimate, standard_error = estimates.mean(0), estimates.std(0) / networks**0.5
+    exact = ArcCosine(3, degree=degree, depth=depth)(x)
+    assert ((estimate - exact).abs() < 5 * standard_error + 1e-3 * exact.abs()).all()
+    assert (standard_error < 0.1 * exact.abs()).all()  # tight enough that twice the kernel fails (degree 2: 7%)
+    assert ((estimate - 2 * exact).abs() > 5 * standard_error).all()
+
+
 def test_arccos_degree_zero_is_pi_minus_the_angle(inputs):
     x1, x2 = inputs
     cosine = (x1 @ x2.T) / (x1.norm(dim=-1)[:, None] * x2.norm(dim=-1)[None, :])
