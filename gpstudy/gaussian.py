@@ -137,21 +137,21 @@ def _half_log_det(chol: Tensor) -> Tensor:
     return chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
 
-def _solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:
+def solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:
     """L^-1 rhs for a lower-triangular ``[..., n, n]`` L and ``[..., n, k]`` rhs."""
     return torch.linalg.solve_triangular(chol, rhs, upper=False)
 
 
 def _trace_and_mahalanobis(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:
     """tr(S_p^-1 S_q) + (m_p - m_q)^T S_p^-1 (m_p - m_q), shape ``[...]``."""
-    whitened_scale = _solve_lower(chol_p, chol_q)  # L_p^-1 L_q
-    whitened_mean = _solve_lower(chol_p, (mean_q - mean_p).unsqueeze(-1))  # L_p^-1 (m_q - m_p)
+    whitened_scale = solve_lower(chol_p, chol_q)  # L_p^-1 L_q
+    whitened_mean = solve_lower(chol_p, (mean_q - mean_p).unsqueeze(-1))  # L_p^-1 (m_q - m_p)
     return whitened_scale.square().sum((-2, -1)) + whitened_mean.square().sum((-2, -1))
 
 
 def log_density(value: Tensor, mean: Tensor, chol: Tensor) -> Tensor:
     """log N(value | mean, L L^T), shape ``[...]``."""
-    whitened = _solve_lower(chol, (value - mean).unsqueeze(-1))
+    whitened = solve_lower(chol, (value - mean).unsqueeze(-1))
     size = value.shape[-1]
     return -0.5 * (size * math.log(2 * math.pi) + whitened.square().sum((-2, -1))) - _half_log_det(chol)
 
@@ -244,8 +244,8 @@ def condition(
         The conditional mean ``[..., a]`` and covariance ``[..., a, a]`` (or variances ``[..., a]``).
     """
     chol_bb = cholesky(cov_bb)
-    projection = _solve_lower(chol_bb, cov_ab.mT)  # L_bb^-1 S_ba, [..., b, a]
-    residual = _solve_lower(chol_bb, (value_b - mean_b).unsqueeze(-1))  # L_bb^-1 (y - m_b)
+    projection = solve_lower(chol_bb, cov_ab.mT)  # L_bb^-1 S_ba, [..., b, a]
+    residual = solve_lower(chol_bb, (value_b - mean_b).unsqueeze(-1))  # L_bb^-1 (y - m_b)
     mean = mean_a + (projection.mT @ residual).squeeze(-1)
     if diag:
         return mean, cov_aa - projection.square().sum(-2)

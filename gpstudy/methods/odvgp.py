@@ -9,16 +9,11 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy import settings
 from gpstudy.gaussian import (add_jitter, cholesky, gram, inverse_positive, kl_divergence, raw_scale_tril,
-                              scale_tril)
+                              scale_tril, solve_lower)
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.svgp import kmeans_centres
-
-
-def _solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:
-    """L^-1 rhs for a lower-triangular ``[..., n, n]`` L and ``[..., n, k]`` rhs."""
-    return torch.linalg.solve_triangular(chol, rhs, upper=False)
 
 
 def _matvec(matrix: Tensor, vector: Tensor) -> Tensor:
@@ -148,7 +143,7 @@ class ODVGP(Method):
         """L_beta ``[*batch, M, M]`` (K_beta = L_beta L_beta^T), the mean's coefficients of k_x,beta,
         a_beta - K_beta^-1 K_beta,gamma a_gamma ``[*batch, M]``, and L_beta^-1 K_beta,gamma a_gamma ``[*batch, M]``."""
         chol_beta = cholesky(add_jitter(self.kernel(self.beta)))
-        whitened = _solve_lower(chol_beta, self.kernel(self.beta, self.gamma) @ self.a_gamma.unsqueeze(-1))
+        whitened = solve_lower(chol_beta, self.kernel(self.beta, self.gamma) @ self.a_gamma.unsqueeze(-1))
         projected = torch.linalg.solve_triangular(chol_beta.mT, whitened, upper=True).squeeze(-1)
         return chol_beta, self.a_beta - projected, whitened.squeeze(-1)
 
@@ -158,7 +153,7 @@ class ODVGP(Method):
         With A = L_beta^-1 K_beta,x and B = K_beta^-1 K_beta,x: s = k_xx - |A|^2 + |L^T B|^2 (column norms).
         """
         k_beta_x = self.kernel(self.beta, x)
-        projection = _solve_lower(chol_beta, k_beta_x)  # A
+        projection = solve_lower(chol_beta, k_beta_x)  # A
         back = torch.linalg.solve_triangular(chol_beta.mT, projection, upper=True)  # B
         mean = _matvec(self.kernel(x, self.gamma), self.a_gamma) + _matvec(k_beta_x.mT, coefficients)
         variance = (
