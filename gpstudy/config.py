@@ -18,7 +18,7 @@ import jsonschema
 import yaml
 
 from gpstudy import paths
-from gpstudy.data.registry import DATASETS, PROTOCOLS, Dataset, get_dataset
+from gpstudy.data.registry import DATASETS, ONE_SPLIT_PROTOCOLS, PROTOCOLS, Dataset, get_dataset
 from gpstudy.methods import METHODS
 from gpstudy.metrics import TASK_METRICS
 
@@ -38,10 +38,10 @@ class ConfigError(ValueError):
 class DataPlan:
     """How one data set is split in a study."""
 
-    protocol: str  # random | index_files | given
+    protocol: str  # random | index_files | given | first_rows
     splits: tuple[int, ...]  # split indices
-    train_size: int | None = None  # random protocol: training rows (default int(0.9 N))
-    test_size: int | None = None  # random protocol: test rows (default the rest)
+    train_size: int | None = None  # random and first_rows protocols: training rows (default int(0.9 N))
+    test_size: int | None = None  # random and first_rows protocols: test rows (default the rest)
     drop_features: tuple[int, ...] = ()  # feature columns left out of the splits (0-based)
 
     def split_options(self) -> dict[str, Any]:
@@ -186,7 +186,7 @@ def data_plan(config: dict[str, Any], name: str) -> DataPlan:
     options = config.get("dataset_options", {}).get(name, {})
     registered = dataset_of(config, name).protocol
     protocol = options.get("protocol", registered if registered == "given" else config["split_protocol"])
-    splits = 1 if protocol == "given" else options.get("splits", config["splits"])
+    splits = 1 if protocol in ONE_SPLIT_PROTOCOLS else options.get("splits", config["splits"])
     return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"),
                     tuple(options.get("drop_features", ())))
 

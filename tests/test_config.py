@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.config import ConfigError, TrainJob, data_plan, load_config, merge, splits_of, study_jobs, validate_config
+from gpstudy.config import ConfigError, DataPlan, TrainJob, data_plan, load_config, merge, splits_of, study_jobs, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -93,6 +93,10 @@ def test_data_plan():
     assert snelson.splits == (0,) and snelson.train_size == 100
     assert data_plan(config, "mnist").protocol == "given" and data_plan(config, "mnist").splits == (0,)
     assert data_plan(with_changes(split_protocol="index_files"), "concrete").protocol == "index_files"
+    first_rows = with_nested(dataset_options={"airline": {"protocol": "first_rows", "splits": 3, "train_size": 70000,
+                                                          "test_size": 10000}})
+    validate_config(first_rows)
+    assert data_plan(first_rows, "airline") == DataPlan("first_rows", (0,), 70000, 10000)  # one split only
 
 
 @pytest.mark.parametrize("changes, message", [

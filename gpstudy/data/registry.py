@@ -11,7 +11,8 @@ from gpstudy.data import airline, images, uci, user
 from gpstudy.data.fetch import FileSpec, Source
 from gpstudy.data.table import Table
 
-PROTOCOLS = ("random", "index_files", "given")  # how train/test splits are made (see split.py)
+PROTOCOLS = ("random", "index_files", "given", "first_rows")  # how train/test splits are made (see split.py)
+ONE_SPLIT_PROTOCOLS = ("given", "first_rows")  # protocols that make split 0 only
 
 
 @dataclass(frozen=True)
