@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.config import ConfigError, DataPlan, TrainJob, data_plan, load_config, merge, splits_of, study_jobs, validate_config
+from gpstudy.config import ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, splits_of, study_jobs, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -125,6 +125,27 @@ def test_a_regression_method_on_a_classification_data_set_fails_before_any_job()
     with pytest.raises(ConfigError, match=r"likelihood 'gaussian' is for regression, but data set 'mnist' is a "
                                           "classification task"):
         validate_config(without_likelihood)
+
+
+def test_a_config_pins_the_sha256_of_files_gpstudy_has_no_trusted_hash_for():
+    config = with_nested(dataset_options={"airline": {"sha256": {"2008.csv.bz2": "ab" * 32}}})
+    validate_config(config)
+    specs = {spec.path: spec.sha256 for spec in dataset_of(config, "airline").files("random")}
+    assert specs == {"2008.csv.bz2": "ab" * 32, "plane-data.csv": None}
+    assert dataset_of(config, "airline").unpinned_files() == ["plane-data.csv"]
+    assert {spec.sha256 for spec in dataset_of(BASE, "airline").files("random")} == {None}
+
+
+@pytest.mark.parametrize("pins, message", [
+    ({"airline": {"sha256": {"2009.csv.bz2": "ab" * 32}}}, r"airline\.sha256: data set 'airline' has no file '2009\.csv\.bz2'"),
+    ({"airline": {"sha256": {"2008.csv.bz2": "AB" * 32}}}, r"airline\.sha256\['2008\.csv\.bz2'\]: 'ABAB.*' does not match"),
+    ({"boston": {"sha256": {"data.txt": "ab" * 32}}}, r"boston\.sha256: boston/data\.txt is pinned by gpstudy"),
+    ({"mine": {"source": {"sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression",
+               "sha256": {"mine.csv": "ab" * 32}}}, r"mine\.sha256: a user data set pins its file with source\.sha256"),
+])
+def test_a_wrong_pin_names_its_key(pins, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(with_nested(dataset_options=pins))
 
 
 def test_a_user_data_set_is_a_known_data_set():

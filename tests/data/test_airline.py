@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpstudy.data import DataError, get_dataset, prepare_split, prepare_table
+from gpstudy.data import ChecksumError, DataError, FetchError, get_dataset, prepare_split, prepare_table
 from gpstudy.data.airline import FEATURES, minutes_since_midnight, plane_ages, read_airline
 from gpstudy.data.fetch import sha256_of
 from gpstudy.data.prepare import fetch_dataset
@@ -142,5 +142,19 @@ def test_data_stage_from_a_mirror(tmp_path, protocol):
         assert len(set(np.round(delays).astype(int))) == 38 and not np.allclose(delays, np.arange(38))
     with open(manifest.parent / "plane-data.csv", "a") as planes:
         planes.write("N700,Corporation,BOEING,None,737,Valid,Fixed Wing Multi-Engine,Turbo-Fan,2001\n")
-    with pytest.raises(ValueError, match=r"plane-data\.csv: sha256 \w+ is not the \w+ recorded in"):
+    with pytest.raises(ChecksumError, match=r"plane-data\.csv: sha256 \w+ is not the \w+ recorded in"):
         prepare_table(airline, protocol, manifest, tmp_path / "again.npz")
+
+
+def test_a_pinned_sha256_is_checked_at_the_fetch_and_before_reading(tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "airline").mkdir(parents=True)
+    write_raw(mirror / "airline", [f for f, _ in KEPT], PLANES)
+    manifest, good = tmp_path / "raw/files.json", sha256_of(mirror / "airline/2008.csv.bz2")
+    wrong = get_dataset("airline").pinned({"2008.csv.bz2": "0" * 64})
+    with pytest.raises(FetchError, match=r"2008\.csv\.bz2.*sha256 mismatch.*expected 0{64}"):
+        fetch_dataset(wrong, "random", manifest.parent, manifest, mirror=str(mirror))
+    fetch_dataset(get_dataset("airline"), "random", manifest.parent, manifest, mirror=str(mirror))  # unpinned
+    prepare_table(get_dataset("airline").pinned({"2008.csv.bz2": good}), "random", manifest, tmp_path / "table.npz")
+    with pytest.raises(ChecksumError, match=f"2008\\.csv\\.bz2: sha256 {good} recorded in .* is not the pinned 0{{64}}"):
+        prepare_table(wrong, "random", manifest, tmp_path / "again.npz")  # pinned after the fetch
