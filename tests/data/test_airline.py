@@ -158,3 +158,12 @@ def test_a_pinned_sha256_is_checked_at_the_fetch_and_before_reading(tmp_path):
     prepare_table(get_dataset("airline").pinned({"2008.csv.bz2": good}), "random", manifest, tmp_path / "table.npz")
     with pytest.raises(ChecksumError, match=f"2008\\.csv\\.bz2: sha256 {good} recorded in .* is not the pinned 0{{64}}"):
         prepare_table(wrong, "random", manifest, tmp_path / "again.npz")  # pinned after the fetch
+
+
+def test_sources_are_the_canonical_host_then_the_dataverse_copy_then_mirrors():
+    hosts = {spec.path: [source.url.split("/")[2] for source in spec.sources]
+             for spec in get_dataset("airline").files("random")}
+    assert hosts == {"2008.csv.bz2": ["stat-computing.org", "dataverse.harvard.edu", "www.rdatasciencecases.org"],
+                     "plane-data.csv": ["stat-computing.org", "dataverse.harvard.edu"]}
+    assert all("doi:10.7910/DVN/HG7NV7/" in spec.sources[1].url and spec.sha256 is None  # the first fetch records it
+               for spec in get_dataset("airline").files("random"))
