@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from gpstudy.config import ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, splits_of, study_jobs, validate_config
+from gpstudy.training import run_settings
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -146,6 +147,26 @@ def test_a_config_pins_the_sha256_of_files_gpstudy_has_no_trusted_hash_for():
 def test_a_wrong_pin_names_its_key(pins, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(with_nested(dataset_options=pins))
+
+
+def test_an_airline_experiment_has_appendix_b2s_settings():
+    """The experiment issue 15 recommends for config.yaml, over dataset_options.airline as shipped."""
+    config = with_nested(experiments={"airline": {"datasets": ["airline"], "outputs": ["tables"],
+                                                  "methods": {"svgp": [100, 500], "gpnet": [100, 500], "fbnn": [100, 500]}}})
+    config["datasets"] = [*config["datasets"], "airline"]
+    validate_config(config)
+    assert [(job.method, job.M, job.splits) for job in study_jobs(config) if job.experiment == "airline"] == [
+        (method, m, (0,)) for method in ("svgp", "gpnet", "fbnn") for m in (100, 500)]
+    assert data_plan(config, "airline") == DataPlan("random", (0,), 700000, 100000)
+    runs = {method: run_settings(config, "airline", method=method, M=100) for method in ("svgp", "gpnet", "fbnn")}
+    assert {(run.iterations, run.batch_size, run.lr, run.pretrain_iterations, run.pretrain_subset)
+            for run in runs.values()} == {(10000, 500, 0.003, 1000, 1000)}
+    assert [runs[method].pretrain for method in ("svgp", "gpnet", "fbnn")] == [False, True, True]
+    assert [runs[method].options["online_hyperparameters"] for method in ("svgp", "gpnet", "fbnn")] == [True, True, False]
+    for method in ("gpnet", "fbnn"):
+        assert (runs[method].options["measurement"], runs[method].options["hidden_units"]) == ("noisy", 1000)
+    assert (runs["gpnet"].options["beta0"], runs["gpnet"].options["xi"]) == (0.1, 0.1)
+    assert "airline" not in BASE["datasets"]  # not in the default study
 
 
 def test_a_user_data_set_is_a_known_data_set():
