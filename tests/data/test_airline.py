@@ -142,7 +142,8 @@ def test_data_stage_from_a_mirror(tmp_path, protocol):
         assert len(set(np.round(delays).astype(int))) == 38 and not np.allclose(delays, np.arange(38))
     with open(manifest.parent / "plane-data.csv", "a") as planes:
         planes.write("N700,Corporation,BOEING,None,737,Valid,Fixed Wing Multi-Engine,Turbo-Fan,2001\n")
-    with pytest.raises(ChecksumError, match=r"plane-data\.csv: sha256 \w+ is not the \w+ recorded in"):
+    with pytest.raises(ChecksumError, match=r"plane-data\.csv: sha256 \w+ is not the \w+ recorded in .*; "
+                                            r"delete .*raw/plane-data\.csv and .*files\.json and rerun"):
         prepare_table(airline, protocol, manifest, tmp_path / "again.npz")
 
 
