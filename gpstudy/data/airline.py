@@ -37,7 +37,7 @@ def minutes_since_midnight(hhmm: pd.Series) -> pd.Series:
 
 def plane_ages(path: Path) -> pd.Series:
     """Age in 2008 (2008 - build year) of each plane, by tail number; planes of build year 0, missing,
-    non-numeric or after 2008 are left out, and a tail number listed twice keeps its first row."""
+    non-numeric or after 2008 are left out, and a tail number listed twice keeps its first dated row."""
     try:
         planes = pd.read_csv(path, usecols=["tailnum", "year"], dtype=str)
     except Exception as error:  # pandas raises parser, value and OS errors alike
