@@ -8,7 +8,8 @@ import torch
 
 from gpstudy import paths
 from gpstudy.config import data_plan, dataset_of, load_config
-from gpstudy.data import DATASETS, fetch_dataset, prepare_split, prepare_table
+from gpstudy.data import DATASETS, PROTOCOLS, Dataset, fetch_dataset, prepare_split, prepare_table
+from gpstudy.io import read_json
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.memory import keep_freed_memory
 from gpstudy.metrics import TASK_METRICS
@@ -38,11 +39,32 @@ def ensure_split(config: dict, dataset: str, split: int) -> Path:
     return output
 
 
+def recorded_hashes(dataset: Dataset, root: Path = Path(".")) -> list[str]:
+    """Lines on each file of ``dataset`` that no trusted sha256 pins: the sha256 its raw manifests under
+    ``root`` recorded at the first fetch (later reads are checked against it), as a config pins it."""
+    lines = []
+    for path in dataset.unpinned_files():
+        recorded: dict[str, list[str]] = {}
+        for protocol in PROTOCOLS:
+            manifest = root / paths.RAW_MANIFEST.format(dataset=dataset.name, protocol=protocol)
+            sha256 = read_json(manifest)["sha256"].get(path) if manifest.is_file() else None
+            if sha256:
+                recorded.setdefault(sha256, []).append(str(manifest.relative_to(root)))
+        if not recorded:
+            lines.append(f"  {path}: no trusted sha256, none recorded yet (fetch it: gpstudy prepare --dataset "
+                         f"{dataset.name})")
+        for sha256, manifests in recorded.items():
+            lines.append(f"  {path}: no trusted sha256; recorded at the first fetch in {', '.join(manifests)}; pin "
+                         f"it in the config: dataset_options: {{{dataset.name}: {{sha256: {{{path}: '{sha256}'}}}}}}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``gpstudy`` console command."""
     parser = argparse.ArgumentParser(prog="gpstudy", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("datasets", help="list the registered data sets")
+    commands.add_parser("datasets", help="list the registered data sets, and the sha256 recorded for files "
+                        "without a trusted one (under data/raw)")
     prepare = commands.add_parser("prepare", help="fetch a data set and write its splits under data/")
     prepare.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     prepare.add_argument("--splits", type=int, nargs="*", help="split indices (default: all of the config's)")
@@ -67,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "datasets":
         for dataset in DATASETS.values():
             print(f"{dataset.name:10s} {dataset.task:15s} protocol={dataset.protocol} shape={dataset.shape}")
+            for line in recorded_hashes(dataset):
+                print(line)
     elif args.command == "prepare":
         config = load_config(*args.config, overrides={"mirror": args.mirror})
         for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:

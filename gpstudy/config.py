@@ -18,7 +18,7 @@ import jsonschema
 import yaml
 
 from gpstudy import paths
-from gpstudy.data.registry import DATASETS, PROTOCOLS, Dataset, get_dataset
+from gpstudy.data.registry import DATASETS, ONE_SPLIT_PROTOCOLS, PROTOCOLS, Dataset, get_dataset
 from gpstudy.methods import METHODS
 from gpstudy.metrics import TASK_METRICS
 
@@ -38,10 +38,10 @@ class ConfigError(ValueError):
 class DataPlan:
     """How one data set is split in a study."""
 
-    protocol: str  # random | index_files | given
+    protocol: str  # random | index_files | given | first_rows
     splits: tuple[int, ...]  # split indices
-    train_size: int | None = None  # random protocol: training rows (default int(0.9 N))
-    test_size: int | None = None  # random protocol: test rows (default the rest)
+    train_size: int | None = None  # random and first_rows protocols: training rows (default int(0.9 N))
+    test_size: int | None = None  # random and first_rows protocols: test rows (default the rest)
     drop_features: tuple[int, ...] = ()  # feature columns left out of the splits (0-based)
 
     def split_options(self) -> dict[str, Any]:
@@ -125,6 +125,12 @@ def validate_config(config: dict[str, Any]) -> None:
                 where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
                 raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
                                   f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)")
+    for name, options in config.get("dataset_options", {}).items():
+        if "sha256" in options and "source" not in options:  # a user data set's: refused below
+            try:
+                dataset_of(config, name)
+            except ValueError as error:
+                raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: {error}") from None
     for name in config.get("variants", {}):
         if name in METHODS:
             raise ConfigError(f"invalid configuration:\n  config key $.variants.{name}: a registered method's name; "
@@ -140,6 +146,9 @@ def validate_config(config: dict[str, Any]) -> None:
             raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
                               f"one data set of one input, not {len(spec['datasets'])}")
     for name, options in user_datasets(config).items():
+        if "sha256" in options:
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: a user data set "
+                              "pins its file with source.sha256")
         missing = [key for key in USER_DATASET_KEYS if key not in options]
         if missing:
             raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: a user data set "
@@ -176,9 +185,13 @@ def user_datasets(config: dict[str, Any]) -> dict[str, dict]:
 
 
 def dataset_of(config: dict[str, Any], name: str) -> Dataset:
-    """The data set ``name``: one the config defines (``user_datasets``), else the registry's."""
+    """The data set ``name``: one the config defines (``user_datasets``), else the registry's with the
+    sha256 the config pins for its files (``dataset_options.<name>.sha256``)."""
     options = config.get("dataset_options", {}).get(name, {})
-    return get_dataset(name, options if "source" in options else None)
+    if "source" in options:
+        return get_dataset(name, options)
+    dataset = get_dataset(name)
+    return dataset.pinned(options["sha256"]) if "sha256" in options else dataset
 
 
 def data_plan(config: dict[str, Any], name: str) -> DataPlan:
@@ -186,7 +199,7 @@ def data_plan(config: dict[str, Any], name: str) -> DataPlan:
     options = config.get("dataset_options", {}).get(name, {})
     registered = dataset_of(config, name).protocol
     protocol = options.get("protocol", registered if registered == "given" else config["split_protocol"])
-    splits = 1 if protocol == "given" else options.get("splits", config["splits"])
+    splits = 1 if protocol in ONE_SPLIT_PROTOCOLS else options.get("splits", config["splits"])
     return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"),
                     tuple(options.get("drop_features", ())))
 

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import yaml
+
 from gpstudy.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -12,6 +14,23 @@ def test_datasets_lists_the_registry(capsys):
     main(["datasets"])
     out = capsys.readouterr().out
     assert "boston" in out and "cifar10" in out and "classification" in out
+
+
+def test_datasets_prints_the_sha256_recorded_for_files_without_a_trusted_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    main(["datasets"])
+    assert "  2008.csv.bz2: no trusted sha256, none recorded yet" in capsys.readouterr().out
+    manifest = tmp_path / "data/raw/airline/files_random.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"dataset": "airline", "protocol": "random",
+                                    "sha256": {"2008.csv.bz2": "ab" * 32, "plane-data.csv": "cd" * 32}}))
+    main(["datasets"])
+    lines = capsys.readouterr().out.splitlines()
+    line = next(line for line in lines if line.startswith("  2008.csv.bz2:"))
+    assert "recorded at the first fetch in data/raw/airline/files_random.json" in line
+    pin = line.split("pin it in the config: ")[1]
+    assert yaml.safe_load(pin) == {"dataset_options": {"airline": {"sha256": {"2008.csv.bz2": "ab" * 32}}}}
+    assert not any(line.startswith("  data.txt") for line in lines)  # a file files.tsv pins is not listed
 
 
 def test_train_one_run(tmp_path, monkeypatch, shared_data, capsys):

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.config import ConfigError, TrainJob, data_plan, load_config, merge, splits_of, study_jobs, validate_config
+from gpstudy.config import ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, splits_of, study_jobs, validate_config
+from gpstudy.training import run_settings
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -93,6 +94,10 @@ def test_data_plan():
     assert snelson.splits == (0,) and snelson.train_size == 100
     assert data_plan(config, "mnist").protocol == "given" and data_plan(config, "mnist").splits == (0,)
     assert data_plan(with_changes(split_protocol="index_files"), "concrete").protocol == "index_files"
+    first_rows = with_nested(dataset_options={"airline": {"protocol": "first_rows", "splits": 3, "train_size": 70000,
+                                                          "test_size": 10000}})
+    validate_config(first_rows)
+    assert data_plan(first_rows, "airline") == DataPlan("first_rows", (0,), 70000, 10000)  # one split only
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -121,6 +126,47 @@ def test_a_regression_method_on_a_classification_data_set_fails_before_any_job()
     with pytest.raises(ConfigError, match=r"likelihood 'gaussian' is for regression, but data set 'mnist' is a "
                                           "classification task"):
         validate_config(without_likelihood)
+
+
+def test_a_config_pins_the_sha256_of_files_gpstudy_has_no_trusted_hash_for():
+    config = with_nested(dataset_options={"airline": {"sha256": {"2008.csv.bz2": "ab" * 32}}})
+    validate_config(config)
+    specs = {spec.path: spec.sha256 for spec in dataset_of(config, "airline").files("random")}
+    assert specs == {"2008.csv.bz2": "ab" * 32, "plane-data.csv": None}
+    assert dataset_of(config, "airline").unpinned_files() == ["plane-data.csv"]
+    assert {spec.sha256 for spec in dataset_of(BASE, "airline").files("random")} == {None}
+
+
+@pytest.mark.parametrize("pins, message", [
+    ({"airline": {"sha256": {"2009.csv.bz2": "ab" * 32}}}, r"airline\.sha256: data set 'airline' has no file '2009\.csv\.bz2'"),
+    ({"airline": {"sha256": {"2008.csv.bz2": "AB" * 32}}}, r"airline\.sha256\['2008\.csv\.bz2'\]: 'ABAB.*' does not match"),
+    ({"boston": {"sha256": {"data.txt": "ab" * 32}}}, r"boston\.sha256: boston/data\.txt is pinned by gpstudy"),
+    ({"mine": {"source": {"sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression",
+               "sha256": {"mine.csv": "ab" * 32}}}, r"mine\.sha256: a user data set pins its file with source\.sha256"),
+])
+def test_a_wrong_pin_names_its_key(pins, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(with_nested(dataset_options=pins))
+
+
+def test_an_airline_experiment_has_appendix_b2s_settings():
+    """The experiment issue 15 recommends for config.yaml, over dataset_options.airline as shipped."""
+    config = with_nested(experiments={"airline": {"datasets": ["airline"], "outputs": ["tables"],
+                                                  "methods": {"svgp": [100, 500], "gpnet": [100, 500], "fbnn": [100, 500]}}})
+    config["datasets"] = [*config["datasets"], "airline"]
+    validate_config(config)
+    assert [(job.method, job.M, job.splits) for job in study_jobs(config) if job.experiment == "airline"] == [
+        (method, m, (0,)) for method in ("svgp", "gpnet", "fbnn") for m in (100, 500)]
+    assert data_plan(config, "airline") == DataPlan("random", (0,), 700000, 100000)
+    runs = {method: run_settings(config, "airline", method=method, M=100) for method in ("svgp", "gpnet", "fbnn")}
+    assert {(run.iterations, run.batch_size, run.lr, run.pretrain_iterations, run.pretrain_subset)
+            for run in runs.values()} == {(10000, 500, 0.003, 1000, 1000)}
+    assert [runs[method].pretrain for method in ("svgp", "gpnet", "fbnn")] == [False, True, True]
+    assert [runs[method].options["online_hyperparameters"] for method in ("svgp", "gpnet", "fbnn")] == [True, True, False]
+    for method in ("gpnet", "fbnn"):
+        assert (runs[method].options["measurement"], runs[method].options["hidden_units"]) == ("noisy", 1000)
+    assert (runs["gpnet"].options["beta0"], runs["gpnet"].options["xi"]) == (0.1, 0.1)
+    assert "airline" not in BASE["datasets"]  # not in the default study
 
 
 def test_a_user_data_set_is_a_known_data_set():

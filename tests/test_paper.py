@@ -1,11 +1,12 @@
-"""paper_results.yaml against the paper's Tables 3 and 4 and STUDY.md's PBP numbers, parsed from their text."""
+"""paper_results.yaml against the paper's Tables 1, 3 and 4 and STUDY.md's PBP numbers, parsed from their text."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-from gpstudy.paper import METRICS, classification_numbers, paper_columns, paper_datasets, paper_table, pbp_table
+from gpstudy.paper import (METRICS, airline_table, classification_numbers, paper_columns, paper_datasets, paper_table,
+                           pbp_table)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"  # the study's documents beside the repo
 PAPER = SHARED / "papers" / "gpnet-full-with-appendix.txt"
@@ -15,6 +16,8 @@ NUMBER = r"(-?\d+\.\d+)"
 CELL = re.compile(NUMBER + re.escape(r"±plus-or-minus\pm") + NUMBER)  # how the text renders "2.897 ± 0.132"
 ROW = re.compile(r"(\w+) (\d+) (\d+) (.*)")
 HEADER_COLUMN = re.compile(r"(\w+), (\d+)")
+AIRLINE_TITLE = "Table 1: Large-scale regression on the airline dataset."
+AIRLINE_ROWS = {"RMSE": "rmse", "Test LL": "test_ll"}  # the row names of Table 1
 PBP = re.compile(r"(\w+) " + NUMBER + r"\+-" + NUMBER + " / " + NUMBER + r"\+-" + NUMBER)
 
 
@@ -63,6 +66,36 @@ def test_every_cell_and_size_is_the_papers(metric):
     table = paper_table(metric)
     uci = table[table["dataset"].isin(paper_datasets()["dataset"])]
     assert list(uci.itertuples(index=False, name=None)) == expected_cells
+
+
+def _airline_table_text() -> list[str]:
+    """The four lines after Table 1's title: the M header, the method header, the RMSE and Test LL rows."""
+    lines = [line.strip() for line in _read(PAPER).splitlines()]
+    start = lines.index(AIRLINE_TITLE) + 1
+    return [line for line in lines[start:start + 6] if line][:4]
+
+
+def test_every_airline_number_is_table_1s():
+    m_header, method_header, *rows = _airline_table_text()
+    sizes = [int(m) for m in re.fullmatch(r"Metric M=(\d+) M=(\d+)", m_header).groups()]
+    methods = method_header.split()
+    per_m = len(methods) // len(sizes)
+    columns = [(method.lower(), sizes[i // per_m]) for i, method in enumerate(methods)]
+    expected = []
+    for row in rows:
+        name, cells = re.fullmatch(r"(RMSE|Test LL) (.*)", row).groups()
+        values = [float(value) for value in re.findall(NUMBER, cells)]
+        assert len(values) == len(columns) == 6
+        expected += [("airline", method, m, AIRLINE_ROWS[name], value) for (method, m), value in zip(columns, values)]
+    assert [metric for *_, metric, _ in expected] == ["rmse"] * 6 + ["test_ll"] * 6
+    table = airline_table()
+    assert list(table[["dataset", "method", "M", "metric", "mean"]].itertuples(index=False, name=None)) == expected
+    assert table["se"].isna().all()  # one random draw: the paper prints no standard errors
+    for metric in METRICS:  # served with the other tables' numbers, under the data set's key
+        served = paper_table(metric).query("dataset == 'airline'")
+        assert list(served[["dataset", "method", "M", "mean"]].itertuples(index=False, name=None)) == [
+            (dataset, method, m, value) for dataset, method, m, row_metric, value in expected if row_metric == metric]
+        assert served["se"].isna().all()
 
 
 def test_pbp_is_studys_list():

@@ -1,8 +1,15 @@
 """Reader of the airline delay data (STUDY.md, experiment 3; Hensman et al. 2013).
 
-US flights of January-April 2008 from the ASA Data Expo 2009 table ``2008.csv.bz2``, joined with its
-``plane-data.csv`` for the plane's age. The flight table (about 7M rows, 29 columns) is streamed in
-chunks, keeping only the needed columns of the needed months, so memory stays well under 2 GB.
+US flights of January-April 2008 from the ASA Data Expo 2009 table ``2008.csv.bz2`` (29 columns,
+about 7M rows), inner-joined on the tail number with its ``plane-data.csv`` for the plane's age.
+Rows as in Hensman et al. (2013): cancelled and diverted flights dropped, planes whose build year is
+0, missing or after 2008 dropped, then every row with a missing or non-finite value. Eight inputs
+(``FEATURES``; clock times hhmm as minutes since midnight), target the arrival delay in minutes.
+
+The flight table is streamed in chunks of ``chunk_rows`` rows; of each chunk only the kept rows'
+nine numbers stay (float32, exact for these integers), so memory is bounded by the kept rows
+(about 36 bytes each) plus one chunk, far below 2 GB for the whole year (``benchmarks/airline_data.py``).
+Rows stay in file order, which the ``first_rows`` split protocol (the authors' code) relies on.
 """
 
 from pathlib import Path
@@ -10,51 +17,67 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpstudy.data.table import DataError, Table, checked_table
+from gpstudy.data.table import DataError, Table
 
 YEAR = 2008
 MONTHS = (1, 2, 3, 4)  # January-April
-FLIGHT_COLUMNS = ["Month", "DayofMonth", "DayOfWeek", "DepTime", "ArrTime", "AirTime", "Distance",
-                  "ArrDelay", "TailNum"]
 FEATURES = ["Month", "DayofMonth", "DayOfWeek", "PlaneAge", "AirTime", "Distance", "ArrTime", "DepTime"]
 TARGET = "ArrDelay"  # minutes
-CHUNK_ROWS = 500_000  # rows of the flight table parsed at a time
+NUMBERS = ["Month", "DayofMonth", "DayOfWeek", "DepTime", "ArrTime", "AirTime", "Distance", "ArrDelay",
+           "Cancelled", "Diverted"]  # the flight table's columns read as numbers (NA: missing)
+TAIL = "TailNum"  # the join key, "tailnum" in the plane table
+CHUNK_ROWS = 250_000  # rows of the flight table parsed at a time
 
 
 def minutes_since_midnight(hhmm: pd.Series) -> pd.Series:
-    """Clock times written as hhmm (e.g. 1435) -> minutes since midnight (875)."""
+    """Clock times written hhmm -> minutes since midnight: 1435 -> 875, 5 (00:05) -> 5, and 2400 (the
+    table's midnight at the end of a day) -> 1440, as the authors' code and Hensman et al. compute it."""
     return (hhmm // 100) * 60 + hhmm % 100
 
 
 def plane_ages(path: Path) -> pd.Series:
-    """Age in years in 2008 of each plane, by tail number; planes without a valid year are left out."""
+    """Age in 2008 (2008 - build year) of each plane, by tail number; planes of build year 0, missing,
+    non-numeric or after 2008 are left out, and a tail number listed twice keeps its first dated row."""
     try:
         planes = pd.read_csv(path, usecols=["tailnum", "year"], dtype=str)
-    except Exception as error:
+    except Exception as error:  # pandas raises parser, value and OS errors alike
         raise DataError(f"{path}: cannot be read as the plane table: {error}") from error
-    year = pd.to_numeric(planes["year"], errors="coerce")
-    valid = (year > 1900) & (year <= YEAR)
-    return pd.Series((YEAR - year[valid]).to_numpy(), index=planes["tailnum"][valid].to_numpy(),
-                     name="PlaneAge").groupby(level=0).first()
+    year = pd.to_numeric(planes["year"].str.strip(), errors="coerce")
+    valid = (year > 0) & (year <= YEAR)
+    ages = pd.Series((YEAR - year[valid]).to_numpy(np.float32), index=planes["tailnum"][valid].str.strip().to_numpy())
+    return ages[~ages.index.duplicated()].rename("PlaneAge")
+
+
+def kept_rows(chunk: pd.DataFrame, ages: pd.Series) -> np.ndarray:
+    """The rows of a chunk of the flight table that enter the data set, as ``[n, 9]`` float32: the
+    features in ``FEATURES`` order, then the target."""
+    chunk = chunk[chunk["Month"].isin(MONTHS) & (chunk["Cancelled"] == 0) & (chunk["Diverted"] == 0)]
+    chunk = chunk.assign(PlaneAge=chunk[TAIL].str.strip().map(ages),  # NaN: no such plane (inner join)
+                         DepTime=minutes_since_midnight(chunk["DepTime"]),
+                         ArrTime=minutes_since_midnight(chunk["ArrTime"]))
+    rows = chunk[FEATURES + [TARGET]].to_numpy(np.float32)
+    return rows[np.isfinite(rows).all(axis=1)]
 
 
 def read_airline(raw: Path, chunk_rows: int = CHUNK_ROWS) -> Table:
-    """January-April 2008 flights, 8 features and arrival delay; rows with a missing value dropped."""
+    """January-April 2008 flights of ``raw/2008.csv.bz2`` joined with ``raw/plane-data.csv``: the 8
+    features and the arrival delay, rows in file order.
+
+    Raises:
+        DataError: a file that cannot be read (a missing column, a non-number where a number belongs),
+            or no flight left.
+    """
     flights_path = raw / "2008.csv.bz2"
     ages = plane_ages(raw / "plane-data.csv")
     kept = []
     try:
-        chunks = pd.read_csv(flights_path, usecols=FLIGHT_COLUMNS, chunksize=chunk_rows,
-                             dtype={"TailNum": str}, na_values=["NA"])
+        chunks = pd.read_csv(flights_path, usecols=NUMBERS + [TAIL], chunksize=chunk_rows,
+                             dtype={**dict.fromkeys(NUMBERS, np.float32), TAIL: str})
         for chunk in chunks:
-            chunk = chunk[chunk["Month"].isin(MONTHS)]
-            chunk = chunk.assign(PlaneAge=chunk["TailNum"].map(ages),
-                                 DepTime=minutes_since_midnight(chunk["DepTime"]),
-                                 ArrTime=minutes_since_midnight(chunk["ArrTime"]))
-            kept.append(chunk[FEATURES + [TARGET]].dropna().astype(np.float64))
-    except Exception as error:
+            kept.append(kept_rows(chunk, ages))
+    except Exception as error:  # pandas raises parser, value, bz2 and OS errors alike
         raise DataError(f"{flights_path}: cannot be read as the flight table: {error}") from error
-    if not kept or sum(len(k) for k in kept) == 0:
-        raise DataError(f"{flights_path}: no complete flight of {YEAR} months {MONTHS}")
-    return checked_table(pd.concat(kept, ignore_index=True), target=TARGET, source=flights_path,
-                         features=FEATURES)
+    rows = np.concatenate(kept) if kept else np.empty((0, len(FEATURES) + 1), np.float32)
+    if not len(rows):
+        raise DataError(f"{flights_path}: no complete flight of {YEAR} months {MONTHS} with a dated plane")
+    return Table(x=rows[:, :-1].astype(np.float64), y=rows[:, -1].astype(np.float64))

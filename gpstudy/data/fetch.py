@@ -22,6 +22,8 @@ from gpstudy.io import atomic_path
 log = logging.getLogger(__name__)
 
 DECOMPRESSORS = {"gzip": gzip.open, "bz2": bz2.open}  # how a source may be packed
+MAGIC = {".bz2": b"BZh", ".gz": b"\x1f\x8b"}  # the first bytes of a stored file, by the end of its name
+WEB_PAGE = (b"<!doctype html", b"<html", b"<?xml")  # how an error or landing page served for a file begins
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ class FileSpec:
 
 class ChecksumError(ValueError):
     """A fetched file does not have the sha256 its spec pins."""
+
+
+class ImplausibleFileError(ValueError):
+    """A fetched copy of a file without a trusted sha256 that cannot be the file (a web page, no magic bytes)."""
 
 
 class FetchError(RuntimeError):
@@ -94,7 +100,7 @@ def fetch_file(dataset: str, spec: FileSpec, dest_dir: Path, mirror: str | None 
         try:
             with atomic_path(target) as tmp:
                 _transfer(where, source, tmp)
-                _check(tmp, spec.sha256, where)
+                _check(tmp, spec, where)
             if spec.sha256 is None:
                 log.warning("%s/%s is not pinned by a checksum; fetched from %s, sha256 %s",
                             dataset, spec.path, where, sha256_of(target))
@@ -127,10 +133,25 @@ def _transfer(where: str, source: Source | None, tmp: Path) -> None:
         packed.unlink(missing_ok=True)
 
 
-def _check(path: Path, expected: str | None, where: str) -> None:
-    """Raise :class:`ChecksumError` unless ``path`` hashes to ``expected``."""
+def _check(path: Path, spec: FileSpec, where: str) -> None:
+    """Raise :class:`ChecksumError` unless ``path`` (a fetched copy of ``spec``'s file) hashes to its sha256;
+    without a trusted hash, :class:`ImplausibleFileError` for a copy that cannot be the file (``_check_plausible``)."""
+    expected = spec.sha256
     if expected is None:
+        _check_plausible(path, Path(spec.path).name, where)
         return
     observed = sha256_of(path)
     if observed != expected:
         raise ChecksumError(f"sha256 mismatch for {where}: expected {expected}, observed {observed}")
+
+
+def _check_plausible(path: Path, name: str, where: str) -> None:
+    """For a file no trusted sha256 pins (its first fetch records whatever came): refuse a web page served
+    in its place (a host's "not found" or landing page) and a packed file without its format's magic bytes."""
+    with open(path, "rb") as stream:
+        head = stream.read(512)
+    suffix, magic = next(((suffix, magic) for suffix, magic in MAGIC.items() if name.endswith(suffix)), ("", None))
+    if head.lstrip().lower().startswith(WEB_PAGE):
+        raise ImplausibleFileError(f"{where} served a web page, not the file")
+    if magic is not None and not head.startswith(magic):
+        raise ImplausibleFileError(f"{where} served no {suffix} file (it does not begin with {magic!r})")

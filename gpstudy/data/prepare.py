@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpstudy.data.fetch import ChecksumError, fetch_file, sha256_of
+from gpstudy.data.fetch import ChecksumError, FileSpec, fetch_file, sha256_of
 from gpstudy.data.registry import Dataset
 from gpstudy.data.split import make_split, read_table, save_split, split_rows
 from gpstudy.data.table import DataError, load_table, save_table
@@ -24,29 +24,36 @@ def fetch_dataset(dataset: Dataset, protocol: str, raw: Path, manifest: Path, mi
     write_json(manifest, {"dataset": dataset.name, "protocol": protocol, "sha256": files})
 
 
-def checked_raw_folder(manifest: Path) -> Path:
+def checked_raw_folder(manifest: Path, specs: tuple[FileSpec, ...] = ()) -> Path:
     """The folder of a data set's fetched files, each checked against the sha256 ``manifest`` recorded
-    when it was fetched: a file edited or damaged since never reaches a table.
+    when it was fetched (a file edited or damaged since never reaches a table), and each recorded sha256
+    against the one ``specs`` pin, if any (a file fetched before a config pinned it).
 
     Raises:
-        ChecksumError: a file differs from its manifest entry (the message says how to fetch it again).
+        ChecksumError: a file differs from its manifest entry or its pin (the message says how to fetch it again).
         DataError: a file the manifest lists is missing.
     """
-    refetch = f"delete {manifest} and rerun to fetch it again"
-    for name, expected in read_json(manifest)["sha256"].items():
+    recorded = read_json(manifest)["sha256"]
+    for name, expected in recorded.items():
         path = manifest.parent / name
+        refetch = f"delete {path} and {manifest} and rerun to fetch it again"
         if not path.is_file():
             raise DataError(f"{path}: listed in {manifest} but missing; {refetch}")
         observed = sha256_of(path)
         if observed != expected:
             raise ChecksumError(f"{path}: sha256 {observed} is not the {expected} recorded in {manifest} when it "
                                 f"was fetched (changed since); {refetch}")
+    for spec in specs:
+        if spec.sha256 is not None and recorded.get(spec.path, spec.sha256) != spec.sha256:
+            path = manifest.parent / spec.path
+            raise ChecksumError(f"{path}: sha256 {recorded[spec.path]} recorded in {manifest} is not the pinned "
+                                f"{spec.sha256}; delete {path} and {manifest} and rerun to fetch it again")
     return manifest.parent
 
 
 def prepare_table(dataset: Dataset, protocol: str, manifest: Path, output: Path) -> None:
     """Read a data set's raw files (those ``manifest`` lists, checked) once into a compact table."""
-    table = read_table(dataset, protocol, checked_raw_folder(manifest))
+    table = read_table(dataset, protocol, checked_raw_folder(manifest, dataset.files(protocol)))
     log.info("%s: table of %d rows x %d features", dataset.name, *table.x.shape)
     save_table(output, table)
 
@@ -64,7 +71,9 @@ def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path,
         table = replace(table, x=np.delete(table.x, list(drop_features), axis=1),
                         x_plot=None if table.x_plot is None else np.delete(table.x_plot, list(drop_features), axis=1))
         log.info("%s: features %s left out of the splits", dataset.name, list(drop_features))
-    raw = checked_raw_folder(manifest) if protocol == "index_files" else None  # only index files are read
+    raw = None  # only the index_files protocol reads raw files here
+    if protocol == "index_files":
+        raw = checked_raw_folder(manifest, dataset.files(protocol))
     train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size, test_size=test_size, raw=raw)
     info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed,
             "drop_features": list(drop_features)}

@@ -2,7 +2,7 @@
 
 import csv
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -11,7 +11,8 @@ from gpstudy.data import airline, images, uci, user
 from gpstudy.data.fetch import FileSpec, Source
 from gpstudy.data.table import Table
 
-PROTOCOLS = ("random", "index_files", "given")  # how train/test splits are made (see split.py)
+PROTOCOLS = ("random", "index_files", "given", "first_rows")  # how train/test splits are made (see split.py)
+ONE_SPLIT_PROTOCOLS = ("given", "first_rows")  # protocols that make split 0 only
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Dataset:
     protocol: str = "random"  # the split protocol when the config names none for this data set
     shape: tuple[int, int] | None = None  # (N, D) of the table, checked after reading
     own_files: tuple[FileSpec, ...] = ()  # a user data set's files (the registry's are in files.tsv)
+    pins: tuple[tuple[str, str], ...] = ()  # (path, sha256) a config pins for files files.tsv has no hash of
 
     @property
     def standardize(self) -> bool:
@@ -36,7 +38,30 @@ class Dataset:
         specs = self.own_files if part == "original" and self.own_files else _file_specs().get((self.name, part), ())
         if not specs:
             raise ValueError(f"data set {self.name!r} has no files for the {protocol!r} split protocol")
-        return specs
+        pins = dict(self.pins)
+        return tuple(spec if spec.path not in pins else replace(spec, sha256=pins[spec.path]) for spec in specs)
+
+    def pinned(self, sha256: dict[str, str]) -> "Dataset":
+        """This data set with the sha256 of files that ``files.tsv`` knows no trusted hash for, by path
+        (``gpstudy datasets`` prints the hashes recorded at the first fetch).
+
+        Raises:
+            ValueError: a path that is none of the data set's files, or one ``files.tsv`` already pins.
+        """
+        known = {spec.path: spec.sha256 for specs in _file_specs_of(self.name) for spec in specs}
+        for path in sha256:
+            if path not in known:
+                raise ValueError(f"data set {self.name!r} has no file {path!r}; its files: {', '.join(sorted(known))}")
+            if known[path] is not None:
+                raise ValueError(f"{self.name}/{path} is pinned by gpstudy (sha256 {known[path]}); "
+                                 "a config pins only files without a trusted hash")
+        return replace(self, pins=tuple(sorted(sha256.items())))
+
+    def unpinned_files(self) -> list[str]:
+        """The paths of the data set's files that no trusted sha256 pins (the registry's, then the config's)."""
+        pins = dict(self.pins)
+        return [spec.path for specs in _file_specs_of(self.name) for spec in specs
+                if spec.sha256 is None and spec.path not in pins]
 
 
 DATASETS: dict[str, Dataset] = {d.name: d for d in (
@@ -64,6 +89,11 @@ def get_dataset(name: str, options: dict | None = None) -> Dataset:
         return DATASETS[name]
     except KeyError:
         raise KeyError(f"unknown data set {name!r}; known: {', '.join(sorted(DATASETS))}") from None
+
+
+def _file_specs_of(name: str) -> list[tuple[FileSpec, ...]]:
+    """The file specs of every part (original, index_files) of a registered data set."""
+    return [specs for (dataset, _), specs in _file_specs().items() if dataset == name]
 
 
 @cache

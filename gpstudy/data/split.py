@@ -8,6 +8,9 @@ Protocols:
     Adams (2015), indexing the rows of their ``data.txt``.
   * ``given``: the data set's own train/test partition (MNIST, CIFAR10); one split only. With
     ``train_size`` / ``test_size``, a ``RandomState(seed)`` subset of each part (a quick run).
+  * ``first_rows``: the table's first ``train_size`` rows (default int(0.9 N)) in file order are the
+    training set, the next ``test_size`` (default: all the rest) the test set, unshuffled; one split
+    only. The GPNet authors' airline code (first 70K rows, then 10K).
 """
 
 import json
@@ -21,7 +24,7 @@ from gpstudy.data.table import DataError, Table
 from gpstudy.data.uci import read_benchmark_table, read_index_split
 from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 
-TRAIN_FRACTION = 0.9  # random protocol: int(0.9 N) training rows unless train_size is set
+TRAIN_FRACTION = 0.9  # random and first_rows protocols: int(0.9 N) training rows unless train_size is set
 
 
 @dataclass(frozen=True)
@@ -61,12 +64,14 @@ def split_rows(table: Table, protocol: str, split: int, *, seed: int = 0, train_
     """Row indices (train, test) of split ``split`` under ``protocol``."""
     n = len(table.y)
     if protocol == "random":
-        n_train = int(TRAIN_FRACTION * n) if train_size is None else train_size
-        n_test = n - n_train if test_size is None else test_size
-        if n_train < 1 or n_test < 1 or n_train + n_test > n:
-            raise ValueError(f"random split of {n} rows into {n_train} train + {n_test} test is impossible")
+        n_train, n_test = _sizes(n, train_size, test_size, protocol)
         order = np.random.RandomState(seed + split).permutation(n)
         return order[:n_train], order[n_train:n_train + n_test]
+    if protocol == "first_rows":
+        if split != 0:
+            raise ValueError(f"the 'first_rows' protocol has only split 0, not {split}")
+        n_train, n_test = _sizes(n, train_size, test_size, protocol)
+        return np.arange(n_train), np.arange(n_train, n_train + n_test)
     if protocol == "index_files":
         return read_index_split(raw, split, n)
     if protocol == "given":
@@ -78,6 +83,15 @@ def split_rows(table: Table, protocol: str, split: int, *, seed: int = 0, train_
         return tuple(_subset(np.flatnonzero(mask), size, rng, part) for mask, size, part in (
             (~table.test_mask, train_size, "training"), (table.test_mask, test_size, "test")))
     raise ValueError(f"unknown split protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+
+
+def _sizes(n: int, train_size: int | None, test_size: int | None, protocol: str) -> tuple[int, int]:
+    """Training and test rows of a split of ``n`` rows: by default int(0.9 n) and the rest."""
+    n_train = int(TRAIN_FRACTION * n) if train_size is None else train_size
+    n_test = n - n_train if test_size is None else test_size
+    if n_train < 1 or n_test < 1 or n_train + n_test > n:
+        raise ValueError(f"{protocol} split of {n} rows into {n_train} train + {n_test} test is impossible")
+    return n_train, n_test
 
 
 def _subset(rows: np.ndarray, size: int | None, rng: np.random.RandomState, part: str) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Fetching: a real HTTP server on 127.0.0.1, the mirror, checksums, fall-through and errors."""
 
+import bz2
 import gzip
 import hashlib
 
@@ -99,3 +100,20 @@ def test_existing_good_file_is_not_fetched_again(tmp_path):
     target.parent.mkdir(parents=True)
     target.write_bytes(CONTENT)
     assert fetch_file("toy", spec("http://127.0.0.1:9/never"), tmp_path / "raw") == target
+
+
+def test_without_a_trusted_hash_a_web_page_or_an_unpacked_file_falls_through(http_root, tmp_path):
+    """A host's "not found" page served with status 200, or a file that is not the bz2 its name says,
+    is not recorded as the first fetch of a file without a trusted sha256."""
+    served, base = http_root
+    packed = bz2.compress(CONTENT)
+    (served / "moved.html").write_bytes(b"\n <!DOCTYPE html><html><body>This page has moved</body></html>")
+    (served / "plain.csv").write_bytes(CONTENT)
+    (served / "table.csv.bz2").write_bytes(packed)
+    unpinned = FileSpec("table.csv.bz2", None, tuple(Source(f"{base}/{name}") for name in
+                                                     ("moved.html", "plain.csv", "table.csv.bz2")))
+    path = fetch_file("toy", unpinned, tmp_path / "raw")
+    assert path.read_bytes() == packed
+    path.unlink()
+    with pytest.raises(FetchError, match=r"moved\.html served a web page.*\n.*plain\.csv served no \.bz2 file"):
+        fetch_file("toy", FileSpec("table.csv.bz2", None, unpinned.sources[:2]), tmp_path / "raw")

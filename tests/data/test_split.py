@@ -53,6 +53,19 @@ def test_given_protocol_subsets_each_part_by_the_seed():
         split_rows(table, "given", 0, train_size=41)
 
 
+def test_first_rows_protocol_takes_the_tables_first_rows_unshuffled_and_has_one_split():
+    train, test = split_rows(toy_table(), "first_rows", 0, seed=3, train_size=20, test_size=10)
+    np.testing.assert_array_equal(train, np.arange(20))
+    np.testing.assert_array_equal(test, np.arange(20, 30))
+    train, test = split_rows(toy_table(), "first_rows", 0)  # int(0.9 N) and the rest
+    np.testing.assert_array_equal(train, np.arange(45))
+    np.testing.assert_array_equal(test, np.arange(45, 50))
+    with pytest.raises(ValueError, match="first_rows split of 50 rows into 45 train \\+ 10 test is impossible"):
+        split_rows(toy_table(), "first_rows", 0, train_size=45, test_size=10)
+    with pytest.raises(ValueError, match="'first_rows' protocol has only split 0, not 1"):
+        split_rows(toy_table(), "first_rows", 1)
+
+
 def test_unknown_protocol_is_named():
     with pytest.raises(ValueError, match="'shuffled'"):
         split_rows(toy_table(), "shuffled", 0)
