@@ -98,7 +98,8 @@ def load_schema() -> dict:
     for name, method in METHODS.items():
         options = method.options_schema
         schema["properties"]["methods"]["properties"][name] = {  # its options, and any training key for it
-            **object_schema({**training["properties"], **options}), "required": sorted(options)}
+            **object_schema({**training["properties"], **options}),
+            "required": sorted(option for option, spec in options.items() if "default" not in spec)}
         dataset["methods"]["properties"][name] = object_schema({**training["properties"], **options}, required=False)
         dataset.update({**training["properties"], **options})  # at the data set's level: for every method that has it
     return schema

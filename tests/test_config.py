@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from gpstudy.config import ConfigError, TrainJob, data_plan, load_config, merge, splits_of, study_jobs, validate_config
+from gpstudy.training import run_settings
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -129,3 +130,15 @@ def test_a_user_data_set_is_a_known_data_set():
         "task": "regression"}}, experiments={"uci": {"datasets": ["boston", "mine"]}})
     validate_config(config)
     assert [job.dataset for job in study_jobs(config)] == ["mine"] * 5 and data_plan(config, "mine").splits == tuple(range(20))
+
+
+def test_an_option_left_out_takes_its_schema_default():
+    config = copy.deepcopy(BASE)
+    config["methods"]["gpnet"].pop("network_options", None)
+    validate_config(config)
+    assert run_settings(config, "boston", method="gpnet", M=5).options["network_options"] == {}
+    given = run_settings(config, "boston", method="gpnet", M=5, network_options={"a": 1})
+    assert given.options["network_options"] == {"a": 1}
+    config["methods"]["gpnet"].pop("beta0")  # an option without a default stays required
+    with pytest.raises(ConfigError, match=r"\$\.methods\.gpnet: 'beta0' is a required property"):
+        validate_config(config)

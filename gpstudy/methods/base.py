@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy.gaussian import kl_divergence_of_covariances
 from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
 from gpstudy.measurement import SAMPLERS, build_measurement_sampler
 from gpstudy.nets import NETWORKS
 
@@ -59,6 +59,11 @@ class Method(nn.Module):
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
         """The likelihoods (names in ``gpstudy.likelihoods.LIKELIHOODS``) the method trains with."""
         return ("gaussian",)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], likelihood: str) -> None:
+        """Raise ``ValueError`` where ``options``, each valid by ``options_schema``, do not fit together or
+        with ``likelihood`` (a name in ``LIKELIHOODS``) for a reason worth naming; nothing by default."""
 
     def __init__(
         self,
@@ -131,14 +136,20 @@ def function_space_elbo(
 class InferenceNetworkMethod(Method):
     """A method that trains an inference network q_gamma(f) at Z = [X_B; X_M] (GPNet, FBNN).
 
-    The network is initialized from the kernel (lengthscales, variance); the kernel and noise are
+    The network (``options.network``, built by ``InferenceNetwork.build`` from ``hidden_units``,
+    ``live_variance`` and its own ``network_options``) is initialized from the kernel (lengthscales,
+    variance) and outputs the likelihood's ``latent_dim`` latent functions; the kernel and noise are
     trained only if ``config.online_hyperparameters`` (``requires_grad`` is set accordingly), by
     whatever gradient the subclass's loss gives them.
     """
 
     options_schema = {
         "network": {"enum": sorted(NETWORKS), "description": "the inference network"},
-        "hidden_units": {"type": "integer", "minimum": 1, "description": "RFE: hidden units (frequencies) H"},
+        "network_options": {"type": "object", "default": {},
+                            "description": "the network's own options (its options_schema; ntk: image_shape, "
+                                           "filters, strides, dense_units, output_tanh)"},
+        "hidden_units": {"type": "integer", "minimum": 1,
+                         "description": "RFE: hidden units (frequencies) H; NTK: each head's hidden units K"},
         "live_variance": {"type": "boolean",
                           "description": "RFE: s2 follows the kernel's variance (else fixed at the prior's)"},
         "measurement": {"enum": sorted(SAMPLERS), "description": "the measurement-point sampler c(x)"},
@@ -163,11 +174,24 @@ class InferenceNetworkMethod(Method):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
         kernel.requires_grad_(config.online_hyperparameters)
         likelihood.requires_grad_(config.online_hyperparameters)
-        self.network = NETWORKS[config.network](kernel, config.hidden_units, generators,
-                                                live_variance=config.live_variance)
+        self.latent_dim = likelihood.latent_dim
+        self.network = NETWORKS[config.network].build(
+            kernel, generators, latent_dim=self.latent_dim, hidden_units=config.hidden_units,
+            live_variance=config.live_variance, options=config.network_options)
         self.measurement_sampler = build_measurement_sampler(
             config.measurement, x_train, kernel.lengthscale.detach() * config.measurement_noise, config.box
         )
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], likelihood: str) -> None:
+        """``network_options`` must fit the network's ``options_schema``; a likelihood of several latents
+        needs a network that outputs several."""
+        network = NETWORKS[options["network"]]
+        network.check_options(options["network_options"])
+        if likelihood not in ONE_LATENT and not network.several_latents:
+            several = ", ".join(name for name, net in NETWORKS.items() if net.several_latents)
+            raise ValueError(f"network {network.name!r} outputs one latent function, but likelihood {likelihood!r} "
+                             f"has one per class; choose a network with several latents: {several}")
 
     def measurement_set(self, x_batch: Tensor, generators: draws.Generators) -> Tensor:
         """Z = [X_B; X_M] ``[*batch, n + M, D]`` with X_M drawn from c(x)."""

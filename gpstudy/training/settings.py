@@ -1,5 +1,6 @@
 """The settings of one training run, resolved from the study config (where every default lives)."""
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,10 @@ class RunSettings:
         if task != dataset.task:
             raise SettingsError(f"likelihood {self.likelihood!r} is for {task}, but data set {dataset.name!r} is "
                                 f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}")
+        try:
+            method.check_options(self.options, self.likelihood)
+        except ValueError as error:
+            raise SettingsError(f"options of method {self.method!r}: {error}") from None
         supported = method.supported_likelihoods(self.options)
         if self.likelihood not in supported:
             raise SettingsError(f"method {self.method!r} (with these options) cannot train with likelihood "
@@ -118,7 +123,9 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
     own) the variant's keys, which make it the variant; the config's study-wide ``iterations`` and
     ``device`` when set; then
     ``overrides``, which must name ``method`` (registered or a variant) and ``M`` (a None is ignored).
-    ``dataset=None`` gives the config's defaults alone. The settings' ``method`` is the registered one.
+    ``dataset=None`` gives the config's defaults alone. An option that none of these gives takes its
+    schema's ``default`` where it has one (``network_options``: ``{}``). The settings' ``method`` is the
+    registered one.
 
     Raises:
         SettingsError: an unknown method, a key that is neither a training key nor an option of the
@@ -143,6 +150,9 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
     values.update(variant)
     values.update({key: config[key] for key in STUDY_WIDE if config.get(key) is not None})
     values.update(given)
+    schema = METHODS[method].options_schema
+    values.update({option: copy.deepcopy(schema[option]["default"]) for option in option_names - set(values)
+                   if "default" in schema[option]})
     missing = sorted(option_names - set(values))
     if missing:
         raise SettingsError(f"method {method!r} has no value for {', '.join(missing)} (give it under methods.{method})")
