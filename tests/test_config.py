@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.config import ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, splits_of, study_jobs, validate_config
+from gpstudy.config import (ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, splits_of,
+                            study_jobs, validate_config)
 from gpstudy.training import run_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,3 +174,25 @@ def test_a_user_data_set_is_a_known_data_set():
         "task": "regression"}}, experiments={"uci": {"datasets": ["boston", "mine"]}})
     validate_config(config)
     assert [job.dataset for job in study_jobs(config)] == ["mine"] * 5 and data_plan(config, "mine").splits == tuple(range(20))
+
+
+def classification(**gpnet):
+    """MNIST with GPNet's non-conjugate objective, the CNN-GP prior and the NTK network, then ``gpnet``'s changes."""
+    options = {"objective": "elbo", "kernel": "cnngp", "kernel_options": {"image_shape": [1, 28, 28]}, "network": "ntk"}
+    experiment = {"datasets": ["mnist"], "methods": {"gpnet": [64]}}
+    return with_nested(datasets=["mnist"], experiments={"classification": experiment},
+                       dataset_options={"mnist": {"methods": {"gpnet": options | gpnet}}})
+
+
+def test_gpnet_trains_a_softmax_with_the_ntk_network_only():
+    validate_config(classification())
+    validate_config(classification(network_options={"filters": [8, 8], "strides": [1, 2], "output_tanh": False}))
+    with pytest.raises(ConfigError, match=r"method 'gpnet': options of method 'gpnet': network 'rfe' outputs one "
+                                          r"latent function, but likelihood 'softmax' has one per class; .* ntk"):
+        validate_config(classification(network="rfe"))
+    with pytest.raises(ConfigError, match=r"network_options of network 'ntk', \$\.strides\[0\]: 3 is not one of"):
+        validate_config(classification(network_options={"strides": [3]}))
+    with pytest.raises(ConfigError, match=r"network_options of network 'rfe', \$: .*'filters' was unexpected"):
+        validate_config(with_nested(methods={"gpnet": {"network_options": {"filters": [8]}}}))
+    with pytest.raises(ConfigError, match="cannot train with likelihood 'softmax'; it supports gaussian$"):
+        validate_config(classification(objective="conjugate"))

@@ -8,9 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import kl_divergence_of_covariances
+from gpstudy.gaussian import add_jitter, kl_divergence_of_covariances
 from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.likelihoods import LIKELIHOODS, ONE_LATENT, GaussianLikelihood, Likelihood
 from gpstudy.measurement import SAMPLERS, build_measurement_sampler
 from gpstudy.nets import NETWORKS
 
@@ -60,6 +60,11 @@ class Method(nn.Module):
         """The likelihoods (names in ``gpstudy.likelihoods.LIKELIHOODS``) the method trains with."""
         return ("gaussian",)
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], likelihood: str) -> None:
+        """Raise ``ValueError`` where ``options``, each valid by ``options_schema``, do not fit together or
+        with ``likelihood`` (a name in ``LIKELIHOODS``) for a reason worth naming; nothing by default."""
+
     def __init__(
         self,
         x_train: Tensor,
@@ -91,7 +96,8 @@ class Method(nn.Module):
         """Called after each optimizer step; nothing to do by default."""
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean ``[*batch, n]`` and variance ``[*batch, n]`` of the latent f at ``x`` ``[*batch, n, D]``."""
+        """Mean ``[*batch, n]`` and variance ``[*batch, n]`` of the latent f at ``x`` ``[*batch, n, D]``; for a
+        likelihood of C > 1 latents (softmax) ``[*batch, n, C]``, its layout."""
         raise NotImplementedError
 
     def predict(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -99,46 +105,69 @@ class Method(nn.Module):
         return self.likelihood.predictive(*self.predict_f(x))
 
 
+def function_space_kl(mean_q: Tensor, cov_q: Tensor, mean_p: Tensor, cov_p: Tensor, latent_dim: int) -> Tensor:
+    """KL[q(f_Z) || p(f_Z)] ``[*batch]``; for C = ``latent_dim`` > 1 independent latents (``[*batch, C, z]``
+    means, ``[*batch, C, z, z]`` covariances, or ``[*batch, 1, z, z]`` for one shared by the classes) the
+    sum of the C per-class KLs."""
+    kl = kl_divergence_of_covariances(mean_q, cov_q, mean_p, cov_p)
+    return kl.sum(-1) if latent_dim > 1 else kl
+
+
 def function_space_elbo(
-    likelihood: GaussianLikelihood,
+    likelihood: Likelihood,
     y_batch: Tensor,
     mean: Tensor,
     cov: Tensor,
     prior_mean: Tensor,
     prior_cov: Tensor,
     data_scale: float = 1.0,
+    generators: draws.Generators | None = None,
 ) -> Tensor:
     """data_scale * sum_B E_q log p(y_b | f_b) - KL[q(f_Z) || N(prior_mean, prior_cov)].
 
     The batch's n points come first in Z. Serves FBNN's objective (Sun et al. 2019), GPNet's online
     hyperparameter bound (section 3.3) and, with the tempered prior, GPNet's L_t (section 3.2).
+    With C = ``likelihood.latent_dim`` > 1 latents (a softmax), q and the prior carry the class in front
+    of the points, independent classes: the KL is the sum of the per-class KLs and the likelihood
+    gets the batch's marginals in its layout ``[*batch, n, C]``.
 
     Args:
         likelihood: p(y | f).
         y_batch: ``[*batch, n]``.
-        mean: q's mean over Z ``[*batch, z]``.
-        cov: q's covariance over Z ``[*batch, z, z]``.
-        prior_mean: ``[*batch, z]``.
-        prior_cov: ``[*batch, z, z]``.
+        mean: q's mean over Z ``[*batch, z]`` (C latents: ``[*batch, C, z]``).
+        cov: q's covariance over Z ``[*batch, z, z]`` (``[*batch, C, z, z]``).
+        prior_mean: ``[*batch, z]`` (``[*batch, C, z]``).
+        prior_cov: ``[*batch, z, z]`` (``[*batch, C, z, z]``, or ``[*batch, 1, z, z]`` shared by the classes).
         data_scale: weight of the expected log-likelihood.
+        generators: the draws of a Monte Carlo expected log-likelihood (ignored by closed forms).
     """
     n = y_batch.shape[-1]
-    variance = cov.diagonal(dim1=-2, dim2=-1)[..., :n]
-    expected = likelihood.expected_log_prob(y_batch, mean[..., :n], variance).sum(-1)
-    return data_scale * expected - kl_divergence_of_covariances(mean, cov, prior_mean, prior_cov)
+    mean_batch, variance = mean[..., :n], cov.diagonal(dim1=-2, dim2=-1)[..., :n]
+    if likelihood.latent_dim > 1:  # [*batch, C, n] -> the likelihood's [*batch, n, C]
+        mean_batch, variance = mean_batch.mT, variance.mT
+    expected = likelihood.expected_log_prob(y_batch, mean_batch, variance, generators).sum(-1)
+    return data_scale * expected - function_space_kl(mean, cov, prior_mean, prior_cov, likelihood.latent_dim)
 
 
 class InferenceNetworkMethod(Method):
     """A method that trains an inference network q_gamma(f) at Z = [X_B; X_M] (GPNet, FBNN).
 
-    The network is initialized from the kernel (lengthscales, variance); the kernel and noise are
+    The network (``options.network``, built by ``InferenceNetwork.build`` from ``hidden_units``,
+    ``live_variance`` and its own ``network_options``) is initialized from the kernel (lengthscales,
+    variance) and outputs the likelihood's ``latent_dim`` latent functions; the kernel and noise are
     trained only if ``config.online_hyperparameters`` (``requires_grad`` is set accordingly), by
-    whatever gradient the subclass's loss gives them.
+    whatever gradient the subclass's loss gives them. With C > 1 latents the network's values over Z
+    are ``[*batch, C, z]`` and the prior covariance K_ZZ ``[*batch, 1, z, z]`` is shared by the classes
+    (``prior_covariance``); predictions are ``[*batch, n, C]``.
     """
 
     options_schema = {
         "network": {"enum": sorted(NETWORKS), "description": "the inference network"},
-        "hidden_units": {"type": "integer", "minimum": 1, "description": "RFE: hidden units (frequencies) H"},
+        "network_options": {"type": "object",
+                            "description": "the network's own options (its options_schema; ntk: image_shape, "
+                                           "filters, strides, dense_units, output_tanh)"},
+        "hidden_units": {"type": "integer", "minimum": 1,
+                         "description": "RFE: hidden units (frequencies) H; NTK: each head's hidden units K"},
         "live_variance": {"type": "boolean",
                           "description": "RFE: s2 follows the kernel's variance (else fixed at the prior's)"},
         "measurement": {"enum": sorted(SAMPLERS), "description": "the measurement-point sampler c(x)"},
@@ -163,16 +192,45 @@ class InferenceNetworkMethod(Method):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
         kernel.requires_grad_(config.online_hyperparameters)
         likelihood.requires_grad_(config.online_hyperparameters)
-        self.network = NETWORKS[config.network](kernel, config.hidden_units, generators,
-                                                live_variance=config.live_variance)
+        self.latent_dim = likelihood.latent_dim
+        self.network = NETWORKS[config.network].build(
+            kernel, generators, latent_dim=self.latent_dim, hidden_units=config.hidden_units,
+            live_variance=config.live_variance, options=config.network_options)
         self.measurement_sampler = build_measurement_sampler(
             config.measurement, x_train, kernel.lengthscale.detach() * config.measurement_noise, config.box
         )
+
+    @classmethod
+    def network_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The likelihoods the chosen network can serve: those of one latent, and those of several (a
+        softmax) where the network outputs several."""
+        if not NETWORKS[options["network"]].several_latents:
+            return ONE_LATENT
+        return ONE_LATENT + tuple(name for name in LIKELIHOODS if name not in ONE_LATENT)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], likelihood: str) -> None:
+        """``network_options`` must fit the network's ``options_schema``; a likelihood of several latents
+        needs a network that outputs several."""
+        network = NETWORKS[options["network"]]
+        network.check_options(options["network_options"])
+        if likelihood not in ONE_LATENT and not network.several_latents:
+            several = ", ".join(name for name, net in NETWORKS.items() if net.several_latents)
+            raise ValueError(f"network {network.name!r} outputs one latent function, but likelihood {likelihood!r} "
+                             f"has one per class; choose a network with several latents: {several}")
 
     def measurement_set(self, x_batch: Tensor, generators: draws.Generators) -> Tensor:
         """Z = [X_B; X_M] ``[*batch, n + M, D]`` with X_M drawn from c(x)."""
         return torch.cat([x_batch, self.measurement_sampler(self.config.M, generators)], dim=-2)
 
+    def prior_covariance(self, inputs: Tensor) -> Tensor:
+        """K_ZZ + jitter ``[*batch, z, z]`` at ``inputs`` ``[*batch, z, D]``; with C > 1 latents
+        ``[*batch, 1, z, z]``, one prior shared by (broadcast over) the classes."""
+        cov = add_jitter(self.kernel(inputs))
+        return cov.unsqueeze(-3) if self.latent_dim > 1 else cov
+
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The network's mean and marginal variance (chunk large ``x``: memory is ``[n, features]``)."""
-        return self.network.marginals(x)
+        """The network's mean and marginal variance ``[*batch, n]``, C > 1 latents ``[*batch, n, C]``
+        (chunk large ``x``: memory is ``[n, features]``)."""
+        mean, var = self.network.marginals(x)
+        return (mean.mT, var.mT) if self.latent_dim > 1 else (mean, var)

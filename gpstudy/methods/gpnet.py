@@ -8,9 +8,9 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_prior, tempered_target
+from gpstudy.gaussian import cholesky, kl_divergence, tempered_prior, tempered_target
 from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
+from gpstudy.likelihoods import GaussianLikelihood, Likelihood
 from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo
 
 
@@ -35,6 +35,7 @@ def conjugate_loss(
     previous_cov: Tensor,
     beta: float,
     n_train: int,
+    generators: draws.Generators,
 ) -> Tensor:
     """KL[q_gamma(f_M) || q^_{t+1}(f_M)] (eq. 11) with the closed-form target of eq. 10.
 
@@ -46,6 +47,7 @@ def conjugate_loss(
         previous_mean, previous_cov: q_t over Z, detached.
         beta: beta_t.
         n_train: N.
+        generators: unused (the target is closed form).
     """
     noise = likelihood.noise_variance.detach()
     target_mean, target_cov = tempered_target(
@@ -55,7 +57,7 @@ def conjugate_loss(
 
 
 def elbo_loss(
-    likelihood: GaussianLikelihood,
+    likelihood: Likelihood,
     y_batch: Tensor,
     mean: Tensor,
     cov: Tensor,
@@ -64,17 +66,22 @@ def elbo_loss(
     previous_cov: Tensor,
     beta: float,
     n_train: int,
+    generators: draws.Generators,
 ) -> Tensor:
     """-L_t (section 3.2) for any likelihood, up to a constant in gamma, over Z = [X_B; X_M].
 
     L_t = beta (N/n) sum_B E_q log p(y_b | f_b) - beta KL[q || p] - (1 - beta) KL[q || q_t]
         = beta (N/n) sum_B E_q log p(y_b | f_b) - KL[q || p^beta q_t^(1-beta)] + const,
     the tempered prior p^beta q_t^(1-beta) being the one of eq. 8-9. Arguments as ``conjugate_loss``,
-    except that ``mean`` and ``cov`` are q_gamma over all of Z.
+    except that ``mean`` and ``cov`` are q_gamma over all of Z and that the likelihood may have C > 1
+    latents: then q and q_t are ``[*batch, C, z]`` and ``[*batch, C, z, z]``, K ``[*batch, 1, z, z]``
+    shared by the classes, the tempered prior and the KL are per class (the KL summed over classes) and
+    the expected log-likelihood draws its Monte Carlo samples from ``generators``
+    (``function_space_elbo``).
     """
     tempered_mean, tempered_cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
     data_scale = beta * n_train / y_batch.shape[-1]
-    return -function_space_elbo(likelihood, y_batch, mean, cov, tempered_mean, tempered_cov, data_scale)
+    return -function_space_elbo(likelihood, y_batch, mean, cov, tempered_mean, tempered_cov, data_scale, generators)
 
 
 OBJECTIVES = {  # objective: (loss, whether q_gamma is trained at X_B too or at X_M only)
@@ -84,7 +91,8 @@ OBJECTIVES = {  # objective: (loss, whether q_gamma is trained at X_B too or at 
 
 
 class GPNet(InferenceNetworkMethod):
-    """GPNet (Algorithm 1) with an RFE network.
+    """GPNet (Algorithm 1) with an RFE network, or for classification (section 5.3) an NTK network of
+    C latents under ``objective="elbo"``.
 
     Each iteration draws X_M from c(x), sets Z = [X_B; X_M] and moves q_gamma towards the bootstrapped
     mirror-descent update q^_{t+1} proportional to p(y_B | f)^(N beta / n) p(f)^beta q_t(f)^(1-beta)
@@ -96,7 +104,8 @@ class GPNet(InferenceNetworkMethod):
     sum_B E_{q_t} log p(y_b | f_b) - KL[q_t(f_B) || p(f_B)] (section 3.3),
     whose gradient reaches only the kernel and noise (with ``objective="elbo"`` the noise also gets
     the gradient of L_t's expected log-likelihood; the prior and q_t never get any). Prediction: the
-    network's mean, and its marginal variance plus sigma^2.
+    network's mean, and its marginal variance plus sigma^2 (several latents: the likelihood's
+    predictive of the network's marginals ``[*batch, n, C]``).
     """
 
     name = "gpnet"
@@ -123,8 +132,9 @@ class GPNet(InferenceNetworkMethod):
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
-        """The conjugate objective needs the Gaussian likelihood; L_t takes any of one latent."""
-        return ("gaussian",) if options["objective"] == "conjugate" else ONE_LATENT
+        """The conjugate objective needs the Gaussian likelihood; L_t takes any of one latent, and those
+        of several (softmax) where the network outputs several."""
+        return ("gaussian",) if options["objective"] == "conjugate" else cls.network_likelihoods(options)
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]
@@ -139,7 +149,7 @@ class GPNet(InferenceNetworkMethod):
             previous_mean = torch.cat([head_mean, mean.detach()], dim=-1)
             previous_factor = torch.cat([head_factor, factor.detach()], dim=-2)
             previous_cov = self.network.covariance(previous_factor)
-        prior_cov = add_jitter(self.kernel(inputs))  # K_ZZ
+        prior_cov = self.prior_covariance(inputs)  # K_ZZ
         loss = objective(
             self.likelihood,
             y_batch,
@@ -150,6 +160,7 @@ class GPNet(InferenceNetworkMethod):
             previous_cov,
             beta,
             self.config.n_train,
+            generators,
         )
         if self.config.online_hyperparameters:  # minibatch bound with q_t fixed (section 3.3)
             bound = function_space_elbo(
@@ -159,6 +170,7 @@ class GPNet(InferenceNetworkMethod):
                 previous_cov[..., :n, :n],
                 torch.zeros_like(previous_mean[..., :n]),
                 prior_cov[..., :n, :n],
+                generators=generators,
             )
             loss = loss - bound
         return loss

@@ -1,8 +1,14 @@
 """The inference-network interface: a q_gamma(f) whose values at any finite inputs are Gaussian."""
 
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import jsonschema
 from torch import Tensor, nn
 
+from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, gram
+from gpstudy.kernels import Kernel
 from gpstudy.settings import JITTER
 
 
@@ -10,28 +16,78 @@ class InferenceNetwork(nn.Module):
     """q_gamma(f) of GPNet (section 3.2): at inputs X, f(X) ~ N(mean(X), F(X) F(X)^T + JITTER I).
 
     A subclass implements ``forward``, returning the mean and a covariance factor F of any width r
-    (RFE: r = 2L features; an NTK network: the Jacobian times the weights' scale).
+    (RFE: r = 2L features; an NTK network: the Jacobian times the weights' scale), and ``from_options``.
+
+    Latent functions: a network built for one latent (``latent_dim`` 1) returns a mean ``[*batch, n]``
+    and a factor ``[*batch, n, r]``; one built for C > 1 (only where ``several_latents``) puts the
+    class in front of the points, mean ``[*batch, C, n]`` and factor ``[*batch, C, n, r]``, the
+    classes independent. Every method below then works per class: ``covariance`` is
+    ``[*batch, C, n, n]`` and ``marginals`` ``[*batch, C, n]``.
     """
 
+    name: ClassVar[str]  # the network's key in ``gpstudy.nets.NETWORKS``
+    options_schema: ClassVar[dict[str, Any]] = {  # JSON schema of its own options (a method's network_options)
+        "type": "object", "additionalProperties": False, "properties": {}}
+    several_latents: ClassVar[bool] = False  # whether it can output C > 1 latent functions (a softmax's)
+
+    @classmethod
+    def build(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
+              live_variance: bool, options: Mapping[str, Any]) -> "InferenceNetwork":
+        """The network from a method's options, every network alike (``InferenceNetworkMethod``).
+
+        Args:
+            kernel: the prior kernel the network starts from.
+            generators: randomness of the initialization (``gpstudy.generators``).
+            latent_dim: C, the latent functions it outputs (the likelihood's ``latent_dim``).
+            hidden_units: the method's ``hidden_units`` (RFE: frequencies H; NTK: the head's units K).
+            live_variance: the method's ``live_variance`` (RFE only).
+            options: the network's own options (the method's ``network_options``), checked against
+                ``options_schema``.
+
+        Raises:
+            ValueError: options outside ``options_schema``, or C > 1 for a network of one latent.
+        """
+        cls.check_options(options)
+        if latent_dim > 1 and not cls.several_latents:
+            raise ValueError(f"network {cls.name!r} outputs one latent function, but the likelihood has "
+                             f"{latent_dim} (one per class); choose a network with several latents")
+        return cls.from_options(kernel, generators, latent_dim=latent_dim, hidden_units=hidden_units,
+                                live_variance=live_variance, options=options)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming the network and the key unless ``options`` fit ``options_schema``."""
+        try:
+            jsonschema.validate(dict(options), cls.options_schema)
+        except jsonschema.ValidationError as error:
+            raise ValueError(f"network_options of network {cls.name!r}, {error.json_path}: {error.message}") from None
+
+    @classmethod
+    def from_options(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
+                     live_variance: bool, options: Mapping[str, Any]) -> "InferenceNetwork":
+        """The constructor call behind ``build``, its arguments already checked; a subclass implements it."""
+        raise NotImplementedError
+
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The mean ``[*batch, n]`` and covariance factor ``[*batch, n, r]`` at inputs ``x`` ``[*batch, n, D]``."""
+        """The mean ``[*batch, n]`` and covariance factor ``[*batch, n, r]`` at inputs ``x`` ``[*batch, n, D]``
+        (C latents: ``[*batch, C, n]`` and ``[*batch, C, n, r]``)."""
         raise NotImplementedError
 
     @staticmethod
     def covariance(factor: Tensor) -> Tensor:
-        """F F^T + JITTER I ``[n, n]`` from a covariance factor F ``[n, r]`` returned by ``forward``."""
+        """F F^T + JITTER I ``[..., n, n]`` from a covariance factor F ``[..., n, r]`` returned by ``forward``."""
         return add_jitter(gram(factor))
 
     def mean_and_covariance(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The mean ``[n]`` and full covariance ``[n, n]`` (jitter included) at ``x`` ``[n, D]``."""
+        """The mean ``[..., n]`` and full covariance ``[..., n, n]`` (jitter included) at ``x`` ``[*batch, n, D]``."""
         mean, factor = self(x)
         return mean, self.covariance(factor)
 
     def marginals(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The mean ``[n]`` and marginal variances ``[n]`` at ``x``, without forming an n x n matrix."""
+        """The mean ``[..., n]`` and marginal variances ``[..., n]`` at ``x``, without forming an n x n matrix."""
         mean, factor = self(x)
         return mean, factor.square().sum(-1) + JITTER
 
     def marginal_variance(self, x: Tensor) -> Tensor:
-        """The marginal variances ``[n]`` at ``x`` ``[n, D]``."""
+        """The marginal variances ``[..., n]`` at ``x`` ``[*batch, n, D]``."""
         return self.marginals(x)[1]

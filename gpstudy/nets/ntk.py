@@ -1,7 +1,7 @@
 """The NTK inference network for classification (section 4.2, appendix B.3)."""
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -49,22 +49,25 @@ class NTK(InferenceNetwork):
     g(x; w) = g(x; m) + J (w - m) (section 4.2, k_NTK): f_c ~ GP(g(.; m_c), J_c diag(sigma_c^2) J_c^T),
     J_c the Jacobian of g in w_c at m_c, analytic for this MLP (``_head``); classes are independent.
 
-    Shapes: the class is a batch dimension of ``InferenceNetwork``'s contract, in front of the points:
+    Shapes (``InferenceNetwork``'s contract for C latents): the class in front of the points,
     for x ``[*batch, n, D]`` the mean is ``[*batch, C, n]`` and the factor J sigma ``[*batch, C, n, r]``
     with r = F K + 2 K + 1 (F dense units, K hidden units: 51401 at the paper's sizes), so that
     ``covariance`` is ``[*batch, C, n, n]`` and ``marginals`` ``[*batch, C, n]``; a softmax likelihood
-    takes ``mean.mT`` ``[*batch, n, C]``. ``marginals`` never forms the factor.
+    takes ``mean.mT`` ``[*batch, n, C]``. ``marginals`` never forms the factor. With ``classes=1`` (a
+    likelihood of one latent) the class dimension is dropped: ``[*batch, n]`` and ``[*batch, n, r]``.
 
     Initialization (the authors' code): trunk weights Glorot-uniform (TensorFlow's default) and
     biases 0; head means ``MEAN_INIT_STD`` truncated normal (biases 0), log-stds ``LOG_STD_INIT``.
     Strided convs pad one pixel on each side (TensorFlow's "SAME" pads an even map at the end only:
-    the same sizes, a one-pixel shift). One generator only: the trunk is not batched over splits.
+    the same sizes, a one-pixel shift). One split only: the trunk is not batched over splits, so
+    ``generators`` is one generator or a batch of one (inputs ``[1, n, D]`` then give ``[1, C, n]``).
 
     Args:
         kernel: the prior kernel, for the dtype and, where it has one (``CNNGP``), the image shape.
         hidden_units: K, the head's hidden units.
-        generators: one ``torch.Generator`` (see ``gpstudy.generators``).
-        classes: C, the number of classes.
+        generators: one ``torch.Generator``, or a sequence of one (a batch of one split; see
+            ``gpstudy.generators``).
+        classes: C, the number of classes (latent functions).
         image_shape: (channels, height, width) of a flat input; the kernel's ``image_shape`` when omitted.
         filters: channels of each residual block.
         strides: stride of each residual block.
@@ -72,6 +75,8 @@ class NTK(InferenceNetwork):
         output_tanh: end each head with tanh (the authors' code).
     """
 
+    name = "ntk"
+    several_latents = True
     options_schema: ClassVar[dict[str, Any]] = {  # JSON schema of the options a config may pass
         "type": "object", "additionalProperties": False,
         "properties": {
@@ -96,7 +101,10 @@ class NTK(InferenceNetwork):
     ):
         super().__init__()
         if not isinstance(generators, torch.Generator):
-            raise ValueError("NTK takes one torch.Generator: its trunk is not batched over splits")
+            if len(generators) != 1:
+                raise ValueError(f"NTK takes one torch.Generator (or a batch of one split), not {len(generators)}: "
+                                 "its trunk is not batched over splits; train one split per job (splits_per_job: 1)")
+            generators = generators[0]
         if len(filters) != len(strides):
             raise ValueError(f"NTK: {len(filters)} filters for {len(strides)} strides")
         image_shape = tuple(image_shape if image_shape is not None else getattr(kernel, "image_shape", ()))
@@ -104,7 +112,7 @@ class NTK(InferenceNetwork):
             raise ValueError(f"NTK: image_shape {image_shape} (C, H, W) does not hold the kernel's "
                              f"{kernel.input_dim} inputs; pass image_shape")
         dtype = kernel.variance.dtype
-        self.image_shape, self.output_tanh = image_shape, output_tanh
+        self.image_shape, self.output_tanh, self.classes = image_shape, output_tanh, classes
         layers, channels, height, width = [], image_shape[0], *image_shape[1:]
         layers.append(nn.Conv2d(channels, filters[0], 3, padding=1, dtype=dtype))
         channels = filters[0]
@@ -128,9 +136,17 @@ class NTK(InferenceNetwork):
                 nn.init.trunc_normal_(self.mean[name], std=MEAN_INIT_STD, a=-2 * MEAN_INIT_STD,
                                       b=2 * MEAN_INIT_STD, generator=generators)
 
+    @classmethod
+    def from_options(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
+                     live_variance: bool, options: Mapping[str, Any]) -> "NTK":
+        """C = ``latent_dim`` heads of ``hidden_units`` units, the trunk from ``options`` (``options_schema``);
+        ``live_variance`` does not apply (the network has no s2)."""
+        return cls(kernel, hidden_units, generators, classes=latent_dim, **options)
+
     def features(self, x: Tensor) -> Tensor:
         """The trunk's output h ``[*batch, n, F]`` for flat images x ``[*batch, n, D]``."""
-        return self.trunk(x.reshape(-1, *self.image_shape)).reshape(*x.shape[:-1], -1)
+        h = self.trunk(x.reshape(-1, *self.image_shape))
+        return h.reshape(*x.shape[:-1], h.shape[-1])  # n = 0 too
 
     def _head(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """The heads at their weight means and the pieces of their Jacobians, for h ``[*batch, n, F]``.
@@ -150,7 +166,8 @@ class NTK(InferenceNetwork):
         return g, slope, a, delta
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The mean g(t(x); m) ``[*batch, C, n]`` and factor J sigma ``[*batch, C, n, F K + 2 K + 1]``."""
+        """The mean g(t(x); m) ``[*batch, C, n]`` and factor J sigma ``[*batch, C, n, F K + 2 K + 1]`` (C = 1:
+        ``[*batch, n]`` and ``[*batch, n, F K + 2 K + 1]``)."""
         h = self.features(x)
         g, slope, a, delta = self._head(h)
         std = {name: log_std.exp() for name, log_std in self.log_std.items()}
@@ -159,13 +176,15 @@ class NTK(InferenceNetwork):
                             delta * std["hidden_bias"].unsqueeze(-2),
                             slope.unsqueeze(-1) * a * std["output_weight"].unsqueeze(-2),
                             (slope * std["output_bias"].unsqueeze(-1)).unsqueeze(-1)], dim=-1)
-        return g, factor
+        return (g, factor) if self.classes > 1 else (g.squeeze(-2), factor.squeeze(-3))
 
     def marginals(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The mean and marginal variances ``[*batch, C, n]``, sum_j (J sigma)_j^2 + JITTER, without the factor."""
+        """The mean and marginal variances ``[*batch, C, n]`` (C = 1: ``[*batch, n]``), sum_j (J sigma)_j^2 +
+        JITTER, without the factor."""
         h = self.features(x)
         g, slope, a, delta = self._head(h)
         var = {name: (2 * log_std).exp() for name, log_std in self.log_std.items()}
         hidden = torch.einsum("...nf,cfk->...cnk", h.square(), var["hidden_weight"]) + var["hidden_bias"].unsqueeze(-2)
         output = (a.square() * var["output_weight"].unsqueeze(-2)).sum(-1) + var["output_bias"].unsqueeze(-1)
-        return g, (delta.square() * hidden).sum(-1) + slope.square() * output + JITTER
+        variance = (delta.square() * hidden).sum(-1) + slope.square() * output + JITTER
+        return (g, variance) if self.classes > 1 else (g.squeeze(-2), variance.squeeze(-2))

@@ -1,6 +1,8 @@
 """The random feature expansion (RFE) inference network (section 4.2)."""
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from torch import Tensor, nn
 
@@ -35,6 +37,8 @@ class RFE(InferenceNetwork):
         live_variance: read s2 from the kernel at every call instead of copying it.
     """
 
+    name = "rfe"
+
     def __init__(self, kernel: Kernel, hidden_units: int, generators: draws.Generators, live_variance: bool = False):
         super().__init__()
         lengthscale = kernel.lengthscale.detach().clone()
@@ -50,6 +54,12 @@ class RFE(InferenceNetwork):
         num_features = self.feature_map.num_features(hidden_units)
         self.weight_mean = nn.Parameter(WEIGHT_MEAN_INIT_STD * draws.randn((num_features,), generators, lengthscale))
         self.weight_scale = BlockTril(num_features, WEIGHT_SCALE_INIT, lengthscale, batch_shape)  # L
+
+    @classmethod
+    def from_options(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
+                     live_variance: bool, options: Mapping[str, Any]) -> "RFE":
+        """One latent function (``build`` checks ``latent_dim`` = 1); no options of its own."""
+        return cls(kernel, hidden_units, generators, live_variance=live_variance)
 
     @property
     def variance(self) -> Tensor:

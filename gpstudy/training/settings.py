@@ -68,6 +68,10 @@ class RunSettings:
         if task != dataset.task:
             raise SettingsError(f"likelihood {self.likelihood!r} is for {task}, but data set {dataset.name!r} is "
                                 f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}")
+        try:
+            method.check_options(self.options, self.likelihood)
+        except ValueError as error:
+            raise SettingsError(f"options of method {self.method!r}: {error}") from None
         supported = method.supported_likelihoods(self.options)
         if self.likelihood not in supported:
             raise SettingsError(f"method {self.method!r} (with these options) cannot train with likelihood "

@@ -9,7 +9,8 @@ from gpstudy import generators as draws
 from gpstudy import settings
 from gpstudy.gaussian import inverse_positive, positive
 from gpstudy.kernels import RBF, ArcCosine, Kernel, build_kernel
-from gpstudy.nets import RFE, InferenceNetwork
+from gpstudy.kernels.cnngp import CNNGP
+from gpstudy.nets import NETWORKS as REGISTERED, RFE, InferenceNetwork
 from gpstudy.nets.block_tril import BlockTril
 
 DTYPE = settings.DEFAULT_DTYPE
@@ -161,3 +162,32 @@ def test_rfe_live_variance_reads_the_kernel(inputs):
     torch.testing.assert_close(output_covariance(copied, inputs), before)
     live(inputs)[1].sum().backward()  # the value only: hyperparameters learn from their own bound (section 3.3)
     assert kernel.raw_variance.grad is None and kernel.raw_lengthscale.grad is None
+
+
+BUILT = {  # every registered network: a kernel on flat 4x4 images and network_options
+    "rfe": (lambda: RBF(16), {}),
+    "ntk": (lambda: CNNGP(16, image_shape=(1, 4, 4)), {"filters": [2], "strides": [2], "dense_units": 3}),
+}
+
+
+def test_every_registered_network_is_built_by_the_battery():
+    assert set(BUILT) == set(REGISTERED) and all(REGISTERED[name].name == name for name in REGISTERED)
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_every_registered_network_builds_through_one_path(name):
+    """``build(kernel, generators, latent_dim=..., hidden_units=..., live_variance=..., options=...)``; one latent:
+    ``[n]``, C latents (where the network has several): ``[C, n]``; options checked against its schema."""
+    network_class, (kernel, options) = REGISTERED[name], BUILT[name]
+    common = {"hidden_units": 4, "live_variance": False, "options": options}
+    x = torch.randn(5, 16, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+    one = network_class.build(kernel(), torch.Generator().manual_seed(0), latent_dim=1, **common)
+    assert one(x)[0].shape == (5,) and one(x)[1].shape[:-1] == (5,)
+    if network_class.several_latents:
+        several = network_class.build(kernel(), torch.Generator().manual_seed(0), latent_dim=3, **common)
+        assert several(x)[0].shape == (3, 5) and several(x)[1].shape[:-1] == (3, 5)
+    else:
+        with pytest.raises(ValueError, match=f"network {name!r} outputs one latent function"):
+            network_class.build(kernel(), torch.Generator(), latent_dim=3, **common)
+    with pytest.raises(ValueError, match=f"network_options of network {name!r}"):
+        network_class.build(kernel(), torch.Generator(), latent_dim=1, **(common | {"options": {"unknown": 1}}))

@@ -117,8 +117,12 @@ def test_image_shape_generators_and_dtype():
     kernel = RBF(50)
     with pytest.raises(ValueError, match="pass image_shape"):
         NTK(kernel, HIDDEN, torch.Generator(), classes=2, **TINY)
-    with pytest.raises(ValueError, match="one torch.Generator"):
+    with pytest.raises(ValueError, match="one torch.Generator .* not batched over splits"):
         NTK(kernel, HIDDEN, [torch.Generator(), torch.Generator()], classes=2, image_shape=SHAPE, **TINY)
+    alone = NTK(kernel, HIDDEN, torch.Generator().manual_seed(3), classes=2, image_shape=SHAPE, **TINY)
+    one_split = NTK(kernel, HIDDEN, [torch.Generator().manual_seed(3)], classes=2, image_shape=SHAPE, **TINY)
+    x = torch.randn(1, 3, 50, dtype=DTYPE)
+    torch.testing.assert_close(one_split(x)[1], alone(x[0])[1].unsqueeze(0))  # a batch of one split: [1, C, n, r]
     network = NTK(RBF(50, dtype=torch.float32), HIDDEN, torch.Generator(), classes=2, image_shape=SHAPE, **TINY)
     mean, factor = network(torch.randn(3, 50))
     assert mean.dtype == factor.dtype == torch.float32 and math.prod(factor.shape[:2]) == 6
@@ -133,3 +137,14 @@ def test_options_schema():
             jsonschema.validate(bad, NTK.options_schema)
     with pytest.raises(ValueError, match="2 filters for 1 strides"):
         NTK(CNNGP(50, image_shape=SHAPE), HIDDEN, torch.Generator(), classes=2, filters=[3, 3], strides=[1])
+
+
+def test_one_class_drops_the_class_dimension(inputs):
+    """classes=1 (a likelihood of one latent): [n] and [n, r], the values of a C = 1 network's class 0."""
+    network = NTK(CNNGP(50, image_shape=SHAPE), HIDDEN, torch.Generator().manual_seed(0), classes=1, **TINY)
+    mean, factor = network(inputs)
+    assert mean.shape == (5,) and factor.shape == (5, TINY["dense_units"] * HIDDEN + 2 * HIDDEN + 1)
+    marginal_mean, variance = network.marginals(inputs)
+    torch.testing.assert_close(marginal_mean, mean)
+    torch.testing.assert_close(variance, factor.square().sum(-1) + settings.JITTER)
+    assert network(inputs[:0])[0].shape == (0,)  # no points, no error
