@@ -135,6 +135,10 @@ def validate_config(config: dict[str, Any]) -> None:
         if name in METHODS:
             raise ConfigError(f"invalid configuration:\n  config key $.variants.{name}: a registered method's name; "
                               "give the variant a name of its own")
+    for index, name in enumerate(config.get("run_experiments") or []):
+        if name not in config["experiments"]:
+            raise ConfigError(f"invalid configuration:\n  config key $.run_experiments[{index}]: unknown experiment "
+                              f"{name!r}; known: {', '.join(sorted(config['experiments']))}")
     for name, spec in config["experiments"].items():
         for method in spec["methods"]:
             if method not in method_names(config):
@@ -255,10 +259,12 @@ def study_jobs(config: dict[str, Any]) -> list[TrainJob]:
     """Every training job of a (validated) configuration: experiment x data set x method x M x batch.
 
     A data set's splits go in batches of ``splits_per_job`` consecutive splits (all in one when it is
-    null). An experiment runs only on its data sets that are also in ``datasets``.
+    null). An experiment runs only on its data sets that are also in ``datasets``, and only if
+    ``run_experiments`` names it (when set).
     """
     jobs = []
-    for experiment, spec in config["experiments"].items():
+    chosen = config.get("run_experiments") or list(config["experiments"])
+    for experiment, spec in ((name, spec) for name, spec in config["experiments"].items() if name in chosen):
         for dataset in (d for d in spec["datasets"] if d in config["datasets"]):
             splits = data_plan(config, dataset).splits
             size = config.get("splits_per_job") or len(splits)

@@ -196,3 +196,12 @@ def test_gpnet_trains_a_softmax_with_the_ntk_network_only():
         validate_config(with_nested(methods={"gpnet": {"network_options": {"filters": [8]}}}))
     with pytest.raises(ConfigError, match="cannot train with likelihood 'softmax'; it supports gaussian$"):
         validate_config(classification(objective="conjugate"))
+
+
+def test_run_experiments_picks_the_experiments_that_train():
+    config = with_changes(datasets=["boston", "mnist"], run_experiments=["autogp"])
+    assert {job.experiment for job in study_jobs(config)} == {"autogp"}
+    assert {job.experiment for job in study_jobs(with_changes(datasets=["boston", "mnist"]))} == {
+        "uci", "odvgp", "autogp", "classification"}
+    with pytest.raises(ConfigError, match=r"\$\.run_experiments\[1\]: unknown experiment 'autgp'"):
+        validate_config(with_changes(run_experiments=["uci", "autgp"]))
