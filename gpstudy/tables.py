@@ -78,10 +78,11 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str) -> pd.Dat
     uci = runs[runs["experiment"] == experiment]
     ok = uci["status"] == "ok"
     datasets = in_order(uci["dataset"], paper_datasets()["dataset"])
-    columns = in_order(zip(uci["method"], uci["M"]), paper_columns())
+    paper = paper_table(metric).rename(columns={"mean": "paper_mean", "se": "paper_se"})
+    papers_order = paper.loc[paper["dataset"].isin(datasets), ["method", "M"]].itertuples(index=False, name=None)
+    columns = in_order(zip(uci["method"], uci["M"]), dict.fromkeys([*papers_order, *paper_columns()]))  # Table 1's too
     grid = pd.DataFrame([(dataset, *column) for dataset in datasets for column in columns], columns=KEYS)
     failed = uci[~ok].groupby(KEYS).size().rename("failed").reset_index()
-    paper = paper_table(metric).rename(columns={"mean": "paper_mean", "se": "paper_se"})
     table = (grid.merge(mean_and_se(uci[ok], metric, KEYS), how="left")
              .merge(failed, how="left").merge(paper, how="left"))
     table[["n", "failed"]] = table[["n", "failed"]].fillna(0).astype(int)

@@ -87,3 +87,13 @@ def test_write_table_csv_md_tex(runs, tmp_path):
     assert [line for line in tex.splitlines() if line.endswith(r"\\")][0].startswith("Data set & N & D")
     assert sum(line.endswith(r"\\") for line in tex.splitlines()) == 1 + 3
     assert tex.index(r"\toprule") < tex.index(r"\midrule") < tex.index(r"\bottomrule")
+
+
+def test_airline_columns_follow_table_1_with_its_values_beside():
+    cells = [("fbnn", 500), ("svgp", 100), ("fbnn", 100), ("gpnet", 500), ("svgp", 500), ("gpnet", 100)]
+    runs = pd.DataFrame([("airline", "airline", method, m, 0, 24.0, -4.6, "ok") for method, m in cells],
+                        columns=COLUMNS)
+    table = experiment_table(runs, "airline", "rmse")
+    assert list(zip(table["method"], table["M"])) == [(method, m) for m in (100, 500) for method in ("svgp", "gpnet", "fbnn")]
+    assert list(table["paper_mean"]) == [24.261, 24.055, 23.801, 23.698, 23.675, 24.114]
+    assert table["agrees"].isna().all()  # the paper prints no standard errors

@@ -56,9 +56,9 @@ def test_dry_run_of_the_full_study_plans_every_job(tmp_path):
         "fetch": 8, "table": 8,
         "split": 7 * 20 + 1,  # 7 UCI sets x 20 splits + Snelson's one draw
         "pretrain": 4 * 20 + 1,  # Boston, Concrete, Kin8nm, Protein and Snelson pretrain
-        "train": 7 * 5 + 3 * 3,  # UCI: 5 (method, M) per data set, 20 splits in each job; Snelson: 3 x 3
-        "collect": 1, "tables": 1, "violins": 1, "posteriors": 1, "learning_curves": 2, "all": 1,
-        "total": 289,
+        "train": 7 * 5 + 7 * 4 + 3 * 3,  # UCI: 5 (method, M) per data set, 20 splits in each job; ODVGP: 4; Snelson: 3 x 3
+        "collect": 1, "tables": 2 + 2, "violins": 1, "posteriors": 1, "learning_curves": 3, "all": 1,  # tables: per metric
+        "total": 321,
     }
 
 
@@ -66,9 +66,9 @@ def test_dry_run_with_overrides(tmp_path):
     run = snakemake(tmp_path, "-n", "--config", "datasets=[boston]", "splits=3", "iterations=50", "device=cpu")
     assert run.returncode == 0, run.stderr
     counts = job_counts(run.stdout)
-    assert counts["train"] == 5 and counts["split"] == 3 and "posteriors" not in counts
+    assert counts["train"] == 5 + 4 and counts["split"] == 3 and "posteriors" not in counts  # uci and odvgp
     one_per_split = snakemake(tmp_path, "-n", "--config", "datasets=[boston]", "splits=3", "splits_per_job=1")
-    assert job_counts(one_per_split.stdout)["train"] == 3 * 5, one_per_split.stderr
+    assert job_counts(one_per_split.stdout)["train"] == 3 * (5 + 4), one_per_split.stderr
 
 
 @pytest.mark.parametrize("override, message", [
@@ -113,6 +113,8 @@ def test_quick_study_has_every_run(quick_study):
     expected = {("snelson", "snelson", method, M, 0) for method in ("svgp", "gpnet", "fbnn") for M in (2, 5, 20)}
     expected |= {("uci", dataset, method, M, split) for dataset in ("boston", "concrete") for split in (0, 1)
                  for method, M in (("svgp", 100), ("gpnet", 100), ("svgp", 500), ("gpnet", 500), ("fbnn", 500))}
+    expected |= {("odvgp", "boston", method, M, split) for split in (0, 1)
+                 for method, M in (("orth", 30), ("orthnat", 30), ("svgp", 30), ("svgp", 100))}
     assert set(runs[["experiment", "dataset", "method", "M", "split"]].itertuples(index=False, name=None)) == expected
     assert (runs["status"] == "ok").all()
     assert np.isfinite(runs[["rmse", "test_ll", "seconds"]].to_numpy()).all()
@@ -127,6 +129,14 @@ def test_quick_study_tables_carry_the_papers_values(quick_study):
         markdown = (quick_study / f"results/tables/uci_{metric}.md").read_text()
         assert "| Boston |" in markdown and boston_svgp_100 in markdown
         assert "\\begin{tabular}" in (quick_study / f"results/tables/uci_{metric}.tex").read_text()
+
+
+def test_quick_study_odvgp_table_and_wall_clock_curves(quick_study):
+    table = pd.read_csv(quick_study / "results/tables/odvgp_rmse.csv")
+    assert set(zip(table["method"], table["M"])) == {("orth", 30), ("orthnat", 30), ("svgp", 30), ("svgp", 100)}
+    assert (table["n"] == 2).all() and table["mean"].notna().all()
+    assert "| ORTHNAT 30 |" in (quick_study / "results/tables/odvgp_rmse.md").read_text()
+    png_size(quick_study / "results/figures/learning_curves_odvgp.png")
 
 
 def test_quick_study_figures_are_real_images(quick_study):
