@@ -189,7 +189,7 @@ def job_processes(workdir: Path) -> list[int]:
 
 def test_killed_snakemake_takes_its_job_along_and_the_rerun_resumes(tmp_path, shared_data):
     target = "results/snelson/snelson/gpnet/M5/splits0-0"  # the job's folder (a directory output)
-    args = [target, "--config", f"mirror={shared_data}", "iterations=4000"]
+    args = [target, "--config", f"mirror={shared_data}", "iterations=10000"]  # long enough to outlast the checks
     job = subprocess.Popen(command(tmp_path, *args, config="configs/quick.yaml"), start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     checkpoint = tmp_path / "results/snelson/snelson/gpnet/M5/splits0-0.checkpoint.pt"
@@ -197,9 +197,10 @@ def test_killed_snakemake_takes_its_job_along_and_the_rerun_resumes(tmp_path, sh
     while not checkpoint.exists() and time.time() < deadline and job.poll() is None:
         time.sleep(0.1)
     assert job.poll() is None, "the job ended before its first checkpoint"
+    assert job_processes(tmp_path), "no training process found"
     second = snakemake(tmp_path, *args, config="configs/quick.yaml")  # a second Snakemake on the same folder
     assert second.returncode != 0 and "cannot be locked" in second.stdout + second.stderr
-    assert job_processes(tmp_path), "no training process found"
+    assert job.poll() is None, "the job ended before Snakemake could be killed"
     os.kill(job.pid, signal.SIGKILL)  # Snakemake alone, as `kill -9 <pid>` or a lost login would
     job.wait()
     deadline = time.time() + 20
