@@ -45,6 +45,12 @@ def scale_tril(raw: Tensor) -> Tensor:
     return torch.tril(raw, diagonal=-1) + torch.diag_embed(positive(raw.diagonal(dim1=-2, dim2=-1)))
 
 
+def raw_of_scale_tril(chol: Tensor) -> Tensor:
+    """The raw matrix ``[..., n, n]`` whose ``scale_tril`` is the lower Cholesky factor ``chol`` (its
+    diagonal above the positivity floor)."""
+    return torch.tril(chol, diagonal=-1) + torch.diag_embed(inverse_positive(chol.diagonal(dim1=-2, dim2=-1)))
+
+
 def raw_scale_tril(diagonal: float, size: int, like: Tensor, batch_shape: tuple[int, ...] = ()) -> Tensor:
     """The raw matrices ``[*batch_shape, size, size]`` whose ``scale_tril`` is ``diagonal * I``."""
     value = torch.full((*batch_shape, size), diagonal, dtype=like.dtype, device=like.device)

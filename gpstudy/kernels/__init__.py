@@ -28,9 +28,11 @@ def build_kernel(
     options: dict[str, Any],
     dtype: torch.dtype = DEFAULT_DTYPE,
     batch_shape: tuple[int, ...] = (),
+    lengthscale: float = 1.0,
 ) -> Kernel:
     """The kernel ``name`` of ``KERNELS`` with its ``options``, checked against its ``options_schema``
-    (and by its constructor, e.g. an arc-cosine depth of 2.0, which JSON counts as an integer)."""
+    (and by its constructor, e.g. an arc-cosine depth of 2.0, which JSON counts as an integer), every
+    lengthscale starting at ``lengthscale``."""
     if name not in KERNELS:
         raise ValueError(f"unknown kernel {name!r}; known kernels: {', '.join(sorted(KERNELS))}")
     kernel = KERNELS[name]
@@ -38,7 +40,7 @@ def build_kernel(
         jsonschema.validate(options, kernel.options_schema)
     except jsonschema.ValidationError as error:
         raise ValueError(f"kernel {name!r}: invalid options {options}: {error.message}") from None
-    return kernel(input_dim, **options, dtype=dtype, batch_shape=batch_shape)
+    return kernel(input_dim, **options, lengthscale=lengthscale, dtype=dtype, batch_shape=batch_shape)
 
 
 __all__ = [

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import (add_jitter, cholesky, cross_entropy, entropy, inverse_positive, log_density,
-                              positive, scale_tril)
+                              positive, raw_of_scale_tril, scale_tril)
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
 from gpstudy.methods.base import Method, MethodConfig
@@ -132,16 +132,14 @@ class AutoGP(Method):
         generators: draws.Generators,
     ):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
-        kernel.requires_grad_(config.online_hyperparameters)
-        likelihood.requires_grad_(config.online_hyperparameters)
+        self.learn_hyperparameters(config.online_hyperparameters)
         inducing_inputs = kmeans_centres(x_train, config.M, generators)
         batch_shape = inducing_inputs.shape[:-2]
         shape = (*batch_shape, config.components, likelihood.latent_dim, inducing_inputs.shape[-2])  # K, Q, M
         with torch.no_grad():
             chol_zz = cholesky(add_jitter(kernel(inducing_inputs))).unsqueeze(-3).unsqueeze(-3)  # q_k(u_j) = p(u)
         if config.covariance == "full":
-            raw_scale = chol_zz.tril(-1) + torch.diag_embed(inverse_positive(chol_zz.diagonal(dim1=-2, dim2=-1)))
-            raw_scale = raw_scale.expand(*shape, shape[-1])
+            raw_scale = raw_of_scale_tril(chol_zz).expand(*shape, shape[-1])
         else:
             raw_scale = inverse_positive(chol_zz.diagonal(dim1=-2, dim2=-1)).expand(shape)
         self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [*batch, M, D]
@@ -162,12 +160,17 @@ class AutoGP(Method):
             return scale_tril(self.raw_q_scale)
         return torch.diag_embed(positive(self.raw_q_scale))
 
-    def marginals(self, x: Tensor, detach_q: bool = False) -> tuple[Tensor, Tensor]:
-        """Means b and variances sigma^2 ``[*batch, K, Q, n]`` of q_k(f_j(x)) (eqs. 11-12), q detached if asked.
+    def prior_scale_tril(self) -> Tensor:
+        """L, the lower Cholesky factor of K_ZZ (jitter added) ``[*batch, M, M]``."""
+        return cholesky(add_jitter(self.kernel(self.inducing_inputs)))
+
+    def marginals(self, x: Tensor, detach_q: bool = False, chol_zz: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Means b and variances sigma^2 ``[*batch, K, Q, n]`` of q_k(f_j(x)) (eqs. 11-12), q detached if asked;
+        ``chol_zz``: ``prior_scale_tril()`` when the caller has it.
 
         With a = K_ZZ^-1 K_Zx = L^-T P, P = L^-1 K_Zx: b = a^T m, sigma^2 = k_xx - |P|^2 + a^T S a.
         """
-        chol_zz = cholesky(add_jitter(self.kernel(self.inducing_inputs)))
+        chol_zz = self.prior_scale_tril() if chol_zz is None else chol_zz
         projection = torch.linalg.solve_triangular(chol_zz, self.kernel(self.inducing_inputs, x), upper=False)
         a = torch.linalg.solve_triangular(chol_zz.mT, projection, upper=True)  # K_ZZ^-1 K_Zx, [*batch, M, n]
         a = a[..., None, None, :, :]  # [*batch, 1, 1, M, n]: for every component and latent
@@ -195,10 +198,11 @@ class AutoGP(Method):
         mixture_var = (weights * (var + (mean - mixture_mean.unsqueeze(-3)).square())).sum(-3)
         return to_likelihood_layout(mixture_mean), to_likelihood_layout(mixture_var)
 
-    def kl_divergence(self) -> Tensor:
+    def kl_divergence(self, chol_zz: Tensor | None = None) -> Tensor:
         """KL[q(u) || p(u)] ``[*batch]``, p(u) = prod_j N(0, K_ZZ) (eq. 4): exact for K = 1, else the upper
-        bound sum_k pi_k sum_j E_{q_kj}[-log N(u_j; 0, K_ZZ)] - ``mixture_entropy_bound``."""
-        chol_zz = cholesky(add_jitter(self.kernel(self.inducing_inputs)))[..., None, None, :, :]
+        bound sum_k pi_k sum_j E_{q_kj}[-log N(u_j; 0, K_ZZ)] - ``mixture_entropy_bound``; ``chol_zz`` as
+        ``marginals``."""
+        chol_zz = (self.prior_scale_tril() if chol_zz is None else chol_zz)[..., None, None, :, :]
         scale, weights = self.q_scale_tril, self.weights
         cross = cross_entropy(self.q_mean, scale, torch.zeros_like(self.q_mean), chol_zz)  # [*batch, K, Q]
         cross = (weights.unsqueeze(-1) * cross).sum((-2, -1))
@@ -208,10 +212,11 @@ class AutoGP(Method):
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         loo = is_loo_step(step, self.config.variational_phase, self.config.loo_phase)
-        mean, var = self.marginals(x_batch, detach_q=loo)
+        chol_zz = self.prior_scale_tril()  # once per step: the marginals and the KL share it
+        mean, var = self.marginals(x_batch, detach_q=loo, chol_zz=chol_zz)
         if loo:
             return leave_one_out(self.likelihood, y_batch, self.weights.detach(), mean, var, self.config.samples,
                                  generators).sum(-1)
         expected = expected_log_prob(self.likelihood, y_batch, self.weights, mean, var, self.config.samples,
                                      generators).sum(-1)
-        return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence())
+        return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence(chol_zz))

@@ -88,6 +88,11 @@ class Method(nn.Module):
         """
         raise NotImplementedError
 
+    def learn_hyperparameters(self, online: bool) -> None:
+        """Train the kernel and likelihood (``online``) with the method, or keep them where they start."""
+        self.kernel.requires_grad_(online)
+        self.likelihood.requires_grad_(online)
+
     def adam_parameters(self) -> list[nn.Parameter]:
         """The parameters one Adam trains: by default every parameter with ``requires_grad``."""
         return [p for p in self.parameters() if p.requires_grad]
@@ -190,8 +195,7 @@ class InferenceNetworkMethod(Method):
         generators: draws.Generators,
     ):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
-        kernel.requires_grad_(config.online_hyperparameters)
-        likelihood.requires_grad_(config.online_hyperparameters)
+        self.learn_hyperparameters(config.online_hyperparameters)
         self.latent_dim = likelihood.latent_dim
         self.network = NETWORKS[config.network].build(
             kernel, generators, latent_dim=self.latent_dim, hidden_units=config.hidden_units,

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy import settings
-from gpstudy.gaussian import (add_jitter, cholesky, gram, inverse_positive, kl_divergence, raw_scale_tril,
+from gpstudy.gaussian import (add_jitter, cholesky, gram, kl_divergence, raw_of_scale_tril, raw_scale_tril,
                               scale_tril, solve_lower)
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
@@ -22,10 +22,10 @@ def _matvec(matrix: Tensor, vector: Tensor) -> Tensor:
 
 
 def _raw_of_scale_tril(chol: Tensor) -> Tensor:
-    """The raw matrix ``[..., n, n]`` whose ``scale_tril`` is the lower Cholesky factor ``chol`` (a diagonal
-    below the positivity floor is raised to twice the floor, the least that ``scale_tril`` represents)."""
+    """``raw_of_scale_tril`` with a diagonal below the positivity floor raised to twice the floor, the
+    least that ``scale_tril`` represents (a natural step may go there)."""
     diagonal = chol.diagonal(dim1=-2, dim2=-1).clamp_min(2 * settings.POSITIVE_FLOOR)
-    return torch.tril(chol, diagonal=-1) + torch.diag_embed(inverse_positive(diagonal))
+    return raw_of_scale_tril(torch.tril(chol, diagonal=-1) + torch.diag_embed(diagonal))
 
 
 def to_expectation(a_beta: Tensor, raw_scale: Tensor, chol_beta: Tensor) -> tuple[Tensor, Tensor]:
@@ -116,8 +116,7 @@ class ODVGP(Method):
         generators: draws.Generators,
     ):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
-        kernel.requires_grad_(config.online_hyperparameters)
-        likelihood.requires_grad_(config.online_hyperparameters)
+        self.learn_hyperparameters(config.online_hyperparameters)
         beta = kmeans_centres(x_train, config.M, generators)
         batch_shape, size = beta.shape[:-2], beta.shape[-2]
         gamma = (kmeans_centres(x_train, config.mean_basis, generators) if config.mean_basis > 0

@@ -63,8 +63,7 @@ class SVGP(Method):
         generators: draws.Generators,
     ):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
-        kernel.requires_grad_(config.online_hyperparameters)
-        likelihood.requires_grad_(config.online_hyperparameters)
+        self.learn_hyperparameters(config.online_hyperparameters)
         inducing_inputs = kmeans_centres(x_train, config.M, generators)
         batch_shape, num_inducing = inducing_inputs.shape[:-2], inducing_inputs.shape[-2]
         self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [*batch, M, D]

@@ -10,7 +10,6 @@ import torch
 from gpstudy.config import method_names, object_schema, training_keys
 from gpstudy.data.registry import Dataset
 from gpstudy.devices import resolve_device
-from gpstudy.gaussian import inverse_positive
 from gpstudy.kernels import KERNELS, Kernel, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 from gpstudy.methods import METHODS, MethodConfig
@@ -94,11 +93,8 @@ class RunSettings:
     def build_kernel(self, input_dim: int, batch_shape: tuple[int, ...] = ()) -> Kernel:
         """A fresh prior kernel on the run's dtype and device: lengthscales ``initial_lengthscale``,
         variance 1 (STUDY.md)."""
-        kernel = build_kernel(self.kernel, input_dim, self.kernel_options, self.torch_dtype(), batch_shape)
-        with torch.no_grad():
-            kernel.raw_lengthscale.copy_(inverse_positive(torch.full_like(kernel.raw_lengthscale,
-                                                                          self.initial_lengthscale)))
-        return kernel.to(self.torch_device())
+        return build_kernel(self.kernel, input_dim, self.kernel_options, self.torch_dtype(), batch_shape,
+                            self.initial_lengthscale).to(self.torch_device())
 
     def build_likelihood(self, batch_shape: tuple[int, ...] = ()) -> Likelihood:
         """A fresh likelihood (STUDY.md's initial noise) on the run's dtype and device."""

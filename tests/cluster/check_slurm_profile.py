@@ -22,7 +22,7 @@ GPSTUDY_SLURM_GPU_PARTITION) and trains on the CPU (``--config ... device=cpu``)
    Snakemake reports status TIMEOUT.
 
 It prints what it found and writes ``summary.json`` in its work folder (default
-/tmp/gpstudy-slurm-check); it exits 1 if a check failed, and stops every daemon it started
+$TMPDIR/gpstudy-slurm-check); it exits 1 if a check failed, and stops every daemon it started
 (``--keep-cluster`` leaves the cluster up). With the plugin's status checks (every 40 s and more)
 it takes about 25 minutes on 2 idle cores, more with a local run or beside other work. Not part of CI.
 """
@@ -36,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,7 +44,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "tests" / "cluster" / "slurm_cluster.sh"
-STATE = Path(os.environ.get("GPSTUDY_SLURM_DIR", "/tmp/gpstudy-slurm"))
+STATE = Path(os.environ.get("GPSTUDY_SLURM_DIR", Path(tempfile.gettempdir()) / "gpstudy-slurm"))  # as slurm_cluster.sh
 ACCOUNT, CPU_PARTITION, GPU_PARTITION = "gpstudy", "cpu", "gpu"  # what slurm_cluster.sh creates
 CANCEL_JOB = "results/uci/boston/svgp/M100/splits0-1"  # the training job that is cancelled
 TIMEOUT_JOB = "results/uci/boston/gpnet/M100/splits0-1"  # the training job over its runtime
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", required=True, help="the data mirror (--config mirror=...)")
     parser.add_argument("--local", type=Path, help="a finished local run of the quick study to compare against")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/gpstudy-slurm-check"))
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "gpstudy-slurm-check")
     parser.add_argument("--skip-study", action="store_true", help="only the faults")
     parser.add_argument("--skip-faults", action="store_true", help="only the study")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the cluster running")

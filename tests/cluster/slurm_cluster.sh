@@ -5,7 +5,7 @@
 #   tests/cluster/slurm_cluster.sh status  # sinfo and the daemons' pids
 #   tests/cluster/slurm_cluster.sh down    # cancel its jobs, stop every daemon it started
 #
-# Everything lives under $GPSTUDY_SLURM_DIR (default /tmp/gpstudy-slurm): configs, spool, logs, a
+# Everything lives under $GPSTUDY_SLURM_DIR (default $TMPDIR/gpstudy-slurm): configs, spool, logs, a
 # MariaDB data folder and a munge key of its own. Outside it: /etc/slurm/slurm.conf and gres.conf,
 # links to its files (removed by `down`; `up` refuses if a SLURM is configured there already),
 # because the executor plugin's job step drops SLURM_CONF from the environment of the `srun` it runs
@@ -23,7 +23,7 @@
 # container: on a host with systemd, apt may also start the packages' own services.
 set -euo pipefail
 
-DIR=${GPSTUDY_SLURM_DIR:-/tmp/gpstudy-slurm}
+DIR=${GPSTUDY_SLURM_DIR:-${TMPDIR:-/tmp}/gpstudy-slurm}  # /tmp where TMPDIR is unset, as Python's tempfile
 ACCOUNT=gpstudy
 CLUSTER=gpstudy
 CTLD_PORT=16817 SLURMD_PORT=16818 DBD_PORT=16819 DB_PORT=13306
@@ -215,5 +215,5 @@ case ${1:-} in
     up) up ;;
     down) down ;;
     status) status ;;
-    *) echo "usage: $0 up|down|status   (state in \$GPSTUDY_SLURM_DIR, default /tmp/gpstudy-slurm)" >&2; exit 2 ;;
+    *) echo "usage: $0 up|down|status   (state in \$GPSTUDY_SLURM_DIR, default \$TMPDIR/gpstudy-slurm)" >&2; exit 2 ;;
 esac
