@@ -198,6 +198,24 @@ def test_gpnet_trains_a_softmax_with_the_ntk_network_only():
         validate_config(classification(objective="conjugate"))
 
 
+def test_the_classification_experiment_runs_svgp_with_fixed_inducing_images():
+    """Table 2's SVGP row: M = 1000 training images as fixed Z, the CNN-GP prior kept, the authors' code's
+    batch, learning rate and iterations; on both data sets of the experiment."""
+    config = with_changes(datasets=["mnist", "cifar10"], run_experiments=["classification"])
+    validate_config(config)
+    assert [(job.dataset, job.method, job.M) for job in study_jobs(config)] == [
+        (dataset, method, m) for dataset in ("mnist", "cifar10") for method, m in (("gpnet", 64), ("svgp", 1000))]
+    for dataset, shape in (("mnist", [1, 28, 28]), ("cifar10", [3, 32, 32])):
+        svgp = run_settings(config, dataset, method="svgp", M=1000)
+        assert svgp.options == {"inducing_init": "training_points", "learn_inducing_inputs": False,
+                                "online_hyperparameters": False}
+        assert (svgp.kernel, svgp.kernel_options, svgp.likelihood) == ("cnngp", {"image_shape": shape}, "softmax")
+        assert (svgp.batch_size, svgp.lr, svgp.iterations) == (64, 0.0003, 10000)
+    quick = load_config(REPO / "config.yaml", REPO / "configs/classification-quick.yaml")
+    assert quick["experiments"]["classification"]["methods"]["svgp"] == [32]
+    assert run_settings(quick, "mnist", method="svgp", M=32).options == svgp.options
+
+
 def test_run_experiments_picks_the_experiments_that_train():
     config = with_changes(datasets=["boston", "mnist"], run_experiments=["autogp"])
     assert {job.experiment for job in study_jobs(config)} == {"autogp"}
