@@ -216,6 +216,15 @@ def test_the_classification_experiment_runs_svgp_with_fixed_inducing_images():
     assert run_settings(quick, "mnist", method="svgp", M=32).options == svgp.options
 
 
+def test_quoted_names_a_table_of_one_of_the_experiments_metrics():
+    assert BASE["experiments"]["classification"]["quoted"] == "table2"
+    with pytest.raises(ConfigError, match=r"\$\.experiments\.classification\.quoted: 'table3' is not one of \['table2'\]"):
+        validate_config(with_nested(experiments={"classification": {"quoted": "table3"}}))
+    with pytest.raises(ConfigError, match=r"\$\.experiments\.uci\.quoted: table 'table2' holds error_rate, not one of "
+                                          r"the experiment's metrics \(rmse, test_ll\)"):
+        validate_config(with_nested(experiments={"uci": {"quoted": "table2"}}))
+
+
 def test_run_experiments_picks_the_experiments_that_train():
     config = with_changes(datasets=["boston", "mnist"], run_experiments=["autogp"])
     assert {job.experiment for job in study_jobs(config)} == {"autogp"}
