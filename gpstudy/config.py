@@ -21,6 +21,7 @@ from gpstudy import paths
 from gpstudy.data.registry import DATASETS, ONE_SPLIT_PROTOCOLS, PROTOCOLS, Dataset, get_dataset
 from gpstudy.methods import METHODS
 from gpstudy.metrics import TASK_METRICS
+from gpstudy.paper import quoted_tables
 
 OUTPUT_FILES = {  # an experiment's output -> its files
     "tables": [paths.TABLES + ext for ext in (".csv", ".md", ".tex")],
@@ -95,6 +96,7 @@ def load_schema() -> dict:
     dataset = schema["properties"]["dataset_options"]["additionalProperties"]["properties"]
     dataset["protocol"]["enum"] = list(PROTOCOLS)
     schema["properties"]["variants"]["additionalProperties"]["properties"]["method"]["enum"] = sorted(METHODS)
+    schema["properties"]["experiments"]["additionalProperties"]["properties"]["quoted"]["enum"] = sorted(quoted_tables())
     for name, method in METHODS.items():
         options = method.options_schema
         schema["properties"]["methods"]["properties"][name] = {  # its options, and any training key for it
@@ -145,7 +147,11 @@ def validate_config(config: dict[str, Any]) -> None:
                 raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.methods.{method}: "
                                   f"unknown method {method!r}; known: {', '.join(method_names(config))} "
                                   "(or define it under `variants`)")
-        experiment_metrics(config, name)  # one task per experiment
+        metrics = experiment_metrics(config, name)  # one task per experiment
+        if "quoted" in spec and quoted_tables()[spec["quoted"]]["metric"] not in metrics:
+            raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.quoted: table "
+                              f"{spec['quoted']!r} holds {quoted_tables()[spec['quoted']]['metric']}, not one of the "
+                              f"experiment's metrics ({', '.join(metrics)})")
         if "posteriors" in spec.get("outputs", []) and len(spec["datasets"]) != 1:
             raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
                               f"one data set of one input, not {len(spec['datasets'])}")

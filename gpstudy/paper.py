@@ -1,5 +1,6 @@
 """The papers' numbers as tidy tables: the GPNet paper's UCI regression (Tables 3 and 4), its airline
-delay regression (Table 1), the PBP baseline, and single classification numbers (the AutoGP paper's MNIST).
+delay regression (Table 1), the PBP baseline, single classification numbers (the AutoGP paper's MNIST),
+and the rows of other papers' methods that a table quotes (the rest of Table 2).
 
 The numbers live in the package file ``paper_results.yaml``, whose header names their sources.
 """
@@ -75,6 +76,27 @@ def airline_table() -> pd.DataFrame:
 def classification_numbers() -> list[dict]:
     """The single classification numbers: dataset, method, M, metric, value, paper (file) and quote."""
     return _results()["classification"]
+
+
+def quoted_tables() -> dict[str, dict]:
+    """The tables whose rows of other papers' methods an experiment's tables may quote, by name: each with
+    source (its name in a caption), paper (file), metric, datasets (its columns) and rows (method, the
+    paper's row name; values, one per data set or None for its "-"; quote, the printed row)."""
+    return _results()["quoted"]
+
+
+def quoted_rows(name: str, metric: str) -> pd.DataFrame:
+    """The quoted table ``name``'s numbers of ``metric``, one row per (paper row, data set) in the paper's
+    order, NaN where it prints "-"; none for another metric.
+
+    Returns:
+        Columns dataset, method (the paper's row name), value.
+    """
+    table = quoted_tables()[name]
+    rows = [(dataset, row["method"], float("nan") if value is None else value)
+            for row in table["rows"] for dataset, value in zip(table["datasets"], row["values"], strict=True)
+            if table["metric"] == metric]
+    return pd.DataFrame(rows, columns=["dataset", "method", "value"])
 
 
 def pbp_table(metric: str) -> pd.DataFrame:

@@ -1,8 +1,9 @@
 """Tables 3 and 4: our mean ± standard error over splits beside the paper's, as CSV, Markdown and LaTeX.
 
-``experiment_table`` builds one tidy table; ``write_table`` lays it out like the paper (a row per data set, a
-column per method and M) with one cell formatter that Markdown and LaTeX share, each with its own
-``_Notation`` of symbols and escaping.
+``experiment_table`` builds one tidy table, with a paper's rows of other papers' methods quoted where the
+experiment asks (Table 2's); ``write_table`` lays it out like the paper (a row per data set, a column per
+method and M, then the quoted columns) with one cell formatter that Markdown and LaTeX share, each with its
+own ``_Notation`` of symbols and escaping.
 """
 
 from collections.abc import Callable, Iterable
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from gpstudy.io import atomic_path
-from gpstudy.paper import paper_columns, paper_datasets, paper_table
+from gpstudy.paper import paper_columns, paper_datasets, paper_table, quoted_rows, quoted_tables
 
 METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP", "orth": "ORTH",
                 "orthnat": "ORTHNAT", "autogp": "AutoGP", "autogp_loo": "AutoGP LOO",
@@ -23,6 +24,7 @@ METRIC_NAMES = {"rmse": "Test RMSE", "error_rate": "Test error rate",
 AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined standard errors (STUDY.md)
 PAPER_ROUNDING = 0.0005  # the paper prints 3 decimals: its standard errors are known to +-0.0005
 KEYS = ["dataset", "method", "M"]  # one cell of Tables 3 and 4
+DECIMALS = {"error_rate": 4}  # printed decimals where the default 3 would cut the paper's numbers (Table 2: 1.55%)
 
 
 def method_label(method: str, m: int) -> str:
@@ -61,19 +63,24 @@ def mean_and_se(frame: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
     return stats[[*by, "mean", "se", "n"]]
 
 
-def experiment_table(runs: pd.DataFrame, experiment: str, metric: str) -> pd.DataFrame:
+def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: str | None = None) -> pd.DataFrame:
     """Our Table 3 (``metric="rmse"``) or 4 (``"test_ll"``) beside the paper's, one row per cell.
 
     Args:
         runs: ``results/runs.csv``, one row per run; only the ``experiment``'s rows are used,
             statistics over ``status == "ok"`` rows, the others counted as failed.
         experiment: the experiment tabulated (the paper's UCI study: ``"uci"``).
-        metric: ``"rmse"`` or ``"test_ll"``.
+        metric: ``"rmse"``, ``"test_ll"`` or ``"error_rate"``.
+        quoted: a table of ``gpstudy.paper.quoted_tables`` whose rows of ``metric`` are quoted (the
+            experiment's ``quoted``), or None.
 
     Returns:
         Columns metric, dataset, method, M, n (splits aggregated), failed (runs skipped), mean, se,
         paper_mean, paper_se and agrees (nullable boolean, NA where either side has no mean or se).
         Every data set present times every (method, M) present, in the paper's order, extras after.
+        Where rows are quoted, they follow, each (paper row, data set) with the paper's number as
+        paper_mean and nothing of ours (M NA, n 0), and a column quoted_from names their table (empty
+        for ours).
     """
     uci = runs[runs["experiment"] == experiment]
     ok = uci["status"] == "ok"
@@ -91,7 +98,22 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str) -> pd.Dat
     bound = AGREEMENT_SE * np.sqrt(table["se"] ** 2 + paper_se**2)
     table["agrees"] = (distance <= bound).astype("boolean").where(distance.notna() & bound.notna())
     table.insert(0, "metric", metric)
-    return table[["metric", *KEYS, "n", "failed", "mean", "se", "paper_mean", "paper_se", "agrees"]]
+    table = table[["metric", *KEYS, "n", "failed", "mean", "se", "paper_mean", "paper_se", "agrees"]]
+    quotes = quoted_rows(quoted, metric) if quoted is not None else pd.DataFrame()
+    return table if quotes.empty else _with_quoted(table, quotes, datasets, quoted_tables()[quoted]["source"], metric)
+
+
+def _with_quoted(table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str], source: str,
+                 metric: str) -> pd.DataFrame:
+    """``table`` and after it the ``quotes`` (``quoted_rows`` of ``metric``) of its ``datasets``, in the
+    paper's row order, with a column quoted_from: ``source`` for the quoted rows, empty for ours."""
+    values = quotes.set_index(["dataset", "method"])["value"]
+    quoted = pd.DataFrame([(metric, dataset, method, values.get((dataset, method), np.nan))
+                           for dataset in datasets for method in dict.fromkeys(quotes["method"])],
+                          columns=["metric", "dataset", "method", "paper_mean"])
+    quoted = quoted.assign(n=0, failed=0, quoted_from=source)
+    combined = pd.concat([table.assign(quoted_from=""), quoted], ignore_index=True)[[*table.columns, "quoted_from"]]
+    return combined.astype({"M": "Int64", "agrees": "boolean"})
 
 
 def write_table(table: pd.DataFrame, stem: Path) -> None:
@@ -129,24 +151,39 @@ MARKDOWN = _Notation(pm="±", agree="✓", disagree="✗", missing="—", escape
 LATEX = _Notation(pm=r"$\pm$", agree=r"\checkmark", disagree=r"$\times$", missing="--", escape=_escape_tex)
 
 
-def _number(value: float) -> str:
-    return "n/a" if pd.isna(value) else f"{value:.3f}"
+def _number(value: float, decimals: int = 3) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.{decimals}f}"
+
+
+def _is_quoted(row) -> bool:
+    """Whether a row of ``experiment_table`` quotes another paper's method."""
+    return bool(getattr(row, "quoted_from", ""))
 
 
 def _cell(row, notation: _Notation) -> str:
-    """``ours ± se (paper ± se) mark``; the paper part and the mark only where they exist."""
-    text = notation.missing if pd.isna(row.mean) else f"{_number(row.mean)} {notation.pm} {_number(row.se)}"
+    """``ours ± se (paper ± se) mark``; the paper part and the mark only where they exist. A quoted row: the
+    paper's number alone."""
+    decimals = DECIMALS.get(row.metric, 3)
+
+    def number(value: float) -> str:
+        return _number(value, decimals)
+
+    if _is_quoted(row):
+        return notation.missing if pd.isna(row.paper_mean) else number(row.paper_mean)
+    text = notation.missing if pd.isna(row.mean) else f"{number(row.mean)} {notation.pm} {number(row.se)}"
     if not pd.isna(row.paper_mean):
-        text += f" ({_number(row.paper_mean)} {notation.pm} {_number(row.paper_se)})"
+        text += f" ({number(row.paper_mean)} {notation.pm} {number(row.paper_se)})"
     if not pd.isna(row.agrees):
         text += " " + (notation.agree if row.agrees else notation.disagree)
     return text
 
 
 def _layout(table: pd.DataFrame, notation: _Notation) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the paper's layout: data set, N, D, then one cell per (method, M)."""
-    columns = dict.fromkeys(zip(table["method"], table["M"]))
-    header = ["Data set", "N", "D", *(notation.escape(method_label(*column)) for column in columns)]
+    """Header and rows of the paper's layout: data set, N, D, then one cell per (method, M), and per quoted
+    paper row (headed by its name and "(quoted)")."""
+    columns = dict.fromkeys((row.method, row.M, _is_quoted(row)) for row in table.itertuples())
+    header = ["Data set", "N", "D", *(notation.escape(f"{method} (quoted)" if quoted else method_label(method, m))
+                                      for method, m, quoted in columns)]
     sizes = paper_datasets().set_index("dataset")
     rows = []
     for dataset, cells in table.groupby("dataset", sort=False):
@@ -164,6 +201,10 @@ def _caption(table: pd.DataFrame, notation: _Notation) -> str:
                f"splits (std with ddof 0 over sqrt(n), as the authors' evaluation); the paper's in parentheses; "
                f"{notation.agree} / {notation.disagree}: within / beyond {AGREEMENT_SE:g} combined standard errors "
                "of it.")
+    sources = sorted({source for source in table.get("quoted_from", ()) if source})
+    if sources:
+        caption += (" Columns marked quoted: numbers of other papers' methods from "
+                    f"{notation.escape(' and '.join(sources))}, not run here.")
     failed = table[table["failed"] > 0]
     if not failed.empty:
         where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}: {row.failed}"

@@ -28,6 +28,8 @@ rule tables:
         paths.RUNS,
     output:
         report(multiext(paths.TABLES, ".csv", ".md", ".tex"), caption="../report/tables.rst", category="Tables"),
+    params:
+        quoted=quoted_table,
     log:
         "logs/aggregate/tables_{experiment}_{metric}.log",
     benchmark:

@@ -92,6 +92,11 @@ def run_files(experiment=None):
             if experiment in (None, job.experiment) for split in job.splits]
 
 
+def quoted_table(wildcards):
+    """The paper table whose rows of other papers' methods an experiment's tables quote, or None."""
+    return config["experiments"][wildcards.experiment].get("quoted")
+
+
 def posterior_dataset(wildcards):
     """The one data set of an experiment with the ``posteriors`` output."""
     return config["experiments"][wildcards.experiment]["datasets"][0]

@@ -1,4 +1,5 @@
-"""Rule tables: one metric's table (mean +- s.e. over splits, the paper's value beside each cell) of one experiment."""
+"""Rule tables: one metric's table (mean +- s.e. over splits, the paper's value beside each cell, quoted rows
+where the experiment asks) of one experiment."""
 
 from pathlib import Path
 
@@ -9,5 +10,5 @@ from gpstudy.tables import experiment_table, write_table
 
 start_job(snakemake.log[0])
 runs = pd.read_csv(snakemake.input[0])
-write_table(experiment_table(runs, snakemake.wildcards.experiment, snakemake.wildcards.metric),
+write_table(experiment_table(runs, snakemake.wildcards.experiment, snakemake.wildcards.metric, snakemake.params.quoted),
             Path(snakemake.output[0]).with_suffix(""))

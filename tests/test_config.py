@@ -118,8 +118,8 @@ def test_settings_that_do_not_fit_name_the_run(changes, message):
 
 
 def test_a_regression_method_on_a_classification_data_set_fails_before_any_job():
-    config = with_nested(datasets=["mnist"], experiments={"images": {"datasets": ["mnist"], "methods": {"svgp": [10]}}})
-    with pytest.raises(ConfigError, match=r"data set 'mnist', method 'svgp': method 'svgp' .*cannot train with "
+    config = with_nested(datasets=["mnist"], experiments={"images": {"datasets": ["mnist"], "methods": {"exact": [10]}}})
+    with pytest.raises(ConfigError, match=r"data set 'mnist', method 'exact': method 'exact' .*cannot train with "
                                           r"likelihood 'softmax'; it supports gaussian"):
         validate_config(config)
     without_likelihood = copy.deepcopy(config)
@@ -196,6 +196,33 @@ def test_gpnet_trains_a_softmax_with_the_ntk_network_only():
         validate_config(with_nested(methods={"gpnet": {"network_options": {"filters": [8]}}}))
     with pytest.raises(ConfigError, match="cannot train with likelihood 'softmax'; it supports gaussian$"):
         validate_config(classification(objective="conjugate"))
+
+
+def test_the_classification_experiment_runs_svgp_with_fixed_inducing_images():
+    """Table 2's SVGP row: M = 1000 training images as fixed Z, the CNN-GP prior kept, the authors' code's
+    batch, learning rate and iterations; on both data sets of the experiment."""
+    config = with_changes(datasets=["mnist", "cifar10"], run_experiments=["classification"])
+    validate_config(config)
+    assert [(job.dataset, job.method, job.M) for job in study_jobs(config)] == [
+        (dataset, method, m) for dataset in ("mnist", "cifar10") for method, m in (("gpnet", 64), ("svgp", 1000))]
+    for dataset, shape in (("mnist", [1, 28, 28]), ("cifar10", [3, 32, 32])):
+        svgp = run_settings(config, dataset, method="svgp", M=1000)
+        assert svgp.options == {"inducing_init": "training_points", "learn_inducing_inputs": False,
+                                "online_hyperparameters": False}
+        assert (svgp.kernel, svgp.kernel_options, svgp.likelihood) == ("cnngp", {"image_shape": shape}, "softmax")
+        assert (svgp.batch_size, svgp.lr, svgp.iterations) == (64, 0.0003, 10000)
+    quick = load_config(REPO / "config.yaml", REPO / "configs/classification-quick.yaml")
+    assert quick["experiments"]["classification"]["methods"]["svgp"] == [32]
+    assert run_settings(quick, "mnist", method="svgp", M=32).options == svgp.options
+
+
+def test_quoted_names_a_table_of_one_of_the_experiments_metrics():
+    assert BASE["experiments"]["classification"]["quoted"] == "table2"
+    with pytest.raises(ConfigError, match=r"\$\.experiments\.classification\.quoted: 'table3' is not one of \['table2'\]"):
+        validate_config(with_nested(experiments={"classification": {"quoted": "table3"}}))
+    with pytest.raises(ConfigError, match=r"\$\.experiments\.uci\.quoted: table 'table2' holds error_rate, not one of "
+                                          r"the experiment's metrics \(rmse, test_ll\)"):
+        validate_config(with_nested(experiments={"uci": {"quoted": "table2"}}))
 
 
 def test_run_experiments_picks_the_experiments_that_train():

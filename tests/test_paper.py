@@ -1,12 +1,14 @@
-"""paper_results.yaml against the paper's Tables 1, 3 and 4 and STUDY.md's PBP numbers, parsed from their text."""
+"""paper_results.yaml against the paper's Tables 1-4 and STUDY.md's PBP numbers, parsed from their text."""
 
 import re
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from gpstudy.paper import (METRICS, airline_table, classification_numbers, paper_columns, paper_datasets, paper_table,
-                           pbp_table)
+                           pbp_table, quoted_rows, quoted_tables)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"  # the study's documents beside the repo
 PAPER = SHARED / "papers" / "gpnet-full-with-appendix.txt"
@@ -18,6 +20,7 @@ ROW = re.compile(r"(\w+) (\d+) (\d+) (.*)")
 HEADER_COLUMN = re.compile(r"(\w+), (\d+)")
 AIRLINE_TITLE = "Table 1: Large-scale regression on the airline dataset."
 AIRLINE_ROWS = {"RMSE": "rmse", "Test LL": "test_ll"}  # the row names of Table 1
+TABLE_2 = "Table 2: Image classification: Test error rates."
 PBP = re.compile(r"(\w+) " + NUMBER + r"\+-" + NUMBER + " / " + NUMBER + r"\+-" + NUMBER)
 
 
@@ -117,6 +120,36 @@ def test_every_classification_number_is_the_papers_sentence(cell):
     served = paper_table(cell["metric"]).query("dataset == @cell['dataset'] and method == @cell['method'] and "
                                                "M == @cell['M']")
     assert served["mean"].item() == cell["value"]
+
+
+def _table_2_rows() -> list[str]:
+    """Table 2's rows as printed (white space normalized), after its title and header line."""
+    lines = [" ".join(line.split()) for line in _read(PAPER).splitlines()]
+    start = lines.index(TABLE_2)
+    assert lines[start + 1] == "Methods MNIST CIFAR10"
+    end = lines.index("", start)
+    return lines[start + 2:end]
+
+
+def test_table_2_is_our_rows_and_the_quoted_rows_in_the_papers_order():
+    """Every row of Table 2 is quoted (the rows of other papers' methods, in order, with their numbers) or
+    ours (a classification number whose quote starts the row)."""
+    table = quoted_tables()["table2"]
+    assert (table["paper"], table["metric"], table["datasets"]) == (PAPER.name, "error_rate", ["mnist", "cifar10"])
+    ours = [cell["quote"] for cell in classification_numbers() if cell["paper"] == PAPER.name]
+    rows = _table_2_rows()
+    assert len(rows) == 8
+    quoted = [row for row in rows if not any(row.startswith(quote) for quote in ours)]
+    assert quoted == [row["quote"] for row in table["rows"]]
+    for row in table["rows"]:
+        assert row["quote"] == f"{row['method']} " + " ".join(
+            "-" if value is None else f"{100 * value:g}%" for value in row["values"])
+    expected = pd.DataFrame([(dataset, row["method"], np.nan if value is None else value) for row in table["rows"]
+                             for dataset, value in zip(table["datasets"], row["values"])],
+                            columns=["dataset", "method", "value"])
+    pd.testing.assert_frame_equal(quoted_rows("table2", "error_rate"), expected)
+    assert len(expected) == 12 and expected["value"].isna().sum() == 3  # three "-" on CIFAR10
+    assert quoted_rows("table2", "test_ll").empty
 
 
 def test_unknown_metric_is_refused():

@@ -1,4 +1,5 @@
-"""experiment_table's statistics and agreement marks on a synthetic runs frame, and the files write_table writes."""
+"""experiment_table's statistics and agreement marks on a synthetic runs frame, the rows of other papers'
+methods it quotes (Table 2), and the files write_table writes."""
 
 import math
 
@@ -97,3 +98,65 @@ def test_airline_columns_follow_table_1_with_its_values_beside():
     assert list(zip(table["method"], table["M"])) == [(method, m) for m in (100, 500) for method in ("svgp", "gpnet", "fbnn")]
     assert list(table["paper_mean"]) == [24.261, 24.055, 23.801, 23.698, 23.675, 24.114]
     assert table["agrees"].isna().all()  # the paper prints no standard errors
+
+
+QUOTED = ["SVGP, RBF-ARD (Krauth et al., 2016)", "Conv GP (van der Wilk et al., 2017)", "NN-GP (Lee et al., 2018)",
+          "CNN-GP (Garriga-Alonso et al., 2019)", "ResNet-GP (Garriga-Alonso et al., 2019)",
+          "CNN-GP (Novak et al., 2019)"]  # Table 2's rows of other papers' methods, in the paper's order
+
+
+@pytest.fixture
+def classification_runs() -> pd.DataFrame:
+    rows = [("classification", dataset, method, m, 0, np.nan, -0.1, "ok", error)
+            for dataset, method, m, error in (("mnist", "gpnet", 64, 0.0123), ("mnist", "svgp", 1000, 0.03),
+                                              ("cifar10", "gpnet", 64, 0.3))]
+    return pd.DataFrame(rows, columns=[*COLUMNS, "error_rate"])
+
+
+def test_quoted_rows_follow_ours_with_the_papers_numbers_alone(classification_runs):
+    table = experiment_table(classification_runs, "classification", "error_rate", quoted="table2")
+    ours, quoted = table[table["quoted_from"] == ""], table[table["quoted_from"] != ""]
+    assert len(ours) == 4 and set(quoted["quoted_from"]) == {"the GPNet paper's Table 2"}
+    assert list(table.index[table["quoted_from"] != ""]) == list(range(4, 16))  # after ours
+    mnist = quoted[quoted["dataset"] == "mnist"]
+    assert list(mnist["method"]) == QUOTED
+    assert list(mnist["paper_mean"]) == [0.0155, 0.0122, 0.0121, 0.0096, 0.0084, 0.0088]
+    cifar = quoted[quoted["dataset"] == "cifar10"].set_index("method")["paper_mean"]
+    assert cifar.isna().tolist() == [True, False, False, True, True, False] and cifar[QUOTED[1]] == 0.354
+    assert quoted["M"].isna().all() and quoted["mean"].isna().all() and quoted["agrees"].isna().all()
+    assert (quoted["n"] == 0).all() and (quoted["failed"] == 0).all()
+    assert _cell(table, "mnist", "gpnet", 64)["paper_mean"] == 0.0112  # ours keep the paper's value beside them
+
+
+def test_quoted_rows_only_where_the_metric_is_the_tables(classification_runs, tmp_path):
+    """Table 2 holds error rates: the test log-likelihood table is written as if nothing were quoted."""
+    for name, quoted in (("with", "table2"), ("without", None)):
+        write_table(experiment_table(classification_runs, "classification", "test_ll", quoted=quoted), tmp_path / name)
+    for suffix in (".csv", ".md", ".tex"):
+        assert (tmp_path / f"with{suffix}").read_bytes() == (tmp_path / f"without{suffix}").read_bytes()
+    assert "quoted" not in (tmp_path / "with.csv").read_text()
+
+
+def test_write_table_marks_quoted_columns_in_md_tex_csv(classification_runs, tmp_path):
+    write_table(experiment_table(classification_runs, "classification", "error_rate", quoted="table2"), tmp_path / "t2")
+    csv = pd.read_csv(tmp_path / "t2.csv", keep_default_na=False)
+    assert list(csv.columns)[-1] == "quoted_from"
+    assert list(csv.loc[csv["quoted_from"] != "", "method"][:6]) == QUOTED
+    assert set(csv.loc[csv["quoted_from"] != "", "M"]) == {""}  # no M: not ours
+
+    markdown = (tmp_path / "t2.md").read_text(encoding="utf-8")
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert rows[0] == ("| Data set | N | D | SVGP 1000 | GPNet 64 | "
+                       + " | ".join(f"{name} (quoted)" for name in QUOTED) + " |")
+    mnist = next(row for row in rows if row.startswith("| mnist"))
+    assert mnist.endswith("| 0.0300 ± n/a (0.0240 ± n/a) | 0.0123 ± n/a (0.0112 ± n/a) | 0.0155 | 0.0122 | 0.0121 | "
+                          "0.0096 | 0.0084 | 0.0088 |")
+    cifar = next(row for row in rows if row.startswith("| cifar10"))
+    assert cifar.endswith("| — | 0.3000 ± n/a (0.2463 ± n/a) | — | 0.3540 | 0.4434 | — | — | 0.3286 |")
+    assert "Columns marked quoted: numbers of other papers' methods from the GPNet paper's Table 2" in markdown
+
+    tex = (tmp_path / "t2.tex").read_text(encoding="utf-8")
+    assert r"\begin{tabular}{lrr" + "l" * 8 + "}" in tex
+    assert " & ".join(f"{name} (quoted)" for name in QUOTED) + r" \\" in tex
+    assert r"& -- & 0.3540 & 0.4434 & -- & -- & 0.3286 \\" in tex
+    assert "Columns marked quoted" in tex

@@ -1,7 +1,7 @@
 """Stochastic variational GP (SVGP) with whitened inducing variables (Hensman et al. 2013)."""
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -12,10 +12,17 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, cholesky, kl_to_standard_normal, raw_scale_tril, scale_tril
 from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
+from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood
 from gpstudy.methods.base import Method, MethodConfig
 
 logger = logging.getLogger(__name__)
+
+
+def _capped(num_points: int, requested: int) -> int:
+    """``min(requested, num_points)``, with a warning when fewer points than asked for exist."""
+    if requested > num_points:
+        logger.warning("%d inducing points requested but only %d training points", requested, num_points)
+    return min(requested, num_points)
 
 
 def kmeans_centres(x: Tensor, num_centres: int, generators: draws.Generators) -> Tensor:
@@ -25,33 +32,56 @@ def kmeans_centres(x: Tensor, num_centres: int, generators: draws.Generators) ->
     points: with num_centres > N it returns N centres (the training inputs themselves) and logs a
     warning.
     """
-    num_points = x.shape[-2]
-    if num_centres > num_points:
-        logger.warning("%d inducing points requested but only %d training points", num_centres, num_points)
+    num_centres = _capped(x.shape[-2], num_centres)
     points = x.detach().cpu().numpy().reshape(-1, *x.shape[-2:])  # [batch, N, D]
-    centres = [KMeans(n_clusters=min(num_centres, num_points), random_state=seed).fit(split).cluster_centers_
+    centres = [KMeans(n_clusters=num_centres, random_state=seed).fit(split).cluster_centers_
                for split, seed in zip(points, draws.seeds(generators))]
     return torch.as_tensor(np.stack(centres), dtype=x.dtype, device=x.device).reshape(
-        *x.shape[:-2], len(centres[0]), x.shape[-1])
+        *x.shape[:-2], num_centres, x.shape[-1])
+
+
+def training_points(x: Tensor, num_points: int, generators: draws.Generators) -> Tensor:
+    """``min(num_points, N)`` distinct rows ``[*batch, M, D]`` of ``x`` ``[*batch, N, D]``: the first of a
+    random permutation drawn by each split's own generator (Garriga-Alonso et al. 2019's fixed inducing
+    images; the GPNet authors' SVGP code)."""
+    rows = draws.randperm(x.shape[-2], generators, x.device)[..., :_capped(x.shape[-2], num_points)]
+    return draws.take_rows(x, rows)
+
+
+INDUCING_INITS: dict[str, Callable[[Tensor, int, draws.Generators], Tensor]] = {  # Z's start, by name
+    "kmeans": kmeans_centres,
+    "training_points": training_points,
+}
 
 
 class SVGP(Method):
     """SVGP: u = f(Z) = L_Z v with q(v) = N(m, S S^T), m = 0 and S = I at start (whitened).
 
-    Loss = -[(N/n) sum_B E_q log p(y_b | f_b) - KL[q(v) || N(0, I)]] (Hensman et al. 2013, eq. 4);
-    Z starts at k-means centres of the training inputs. Z, m and S are trained, and kernel and noise
-    too with ``config.online_hyperparameters`` (else they stay where they start: Snelson's pretrained
-    values, as the paper's section 5.1 keeps them).
+    Loss = -[(N/n) sum_B E_q log p(y_b | f_b) - KL[q(v) || N(0, I)]] (Hensman et al. 2013, eq. 4). Z
+    starts at ``config.inducing_init`` (k-means centres or distinct training inputs) and is trained
+    with ``config.learn_inducing_inputs``; m and S are trained, and kernel and noise too with
+    ``config.online_hyperparameters`` (else they stay where they start: Snelson's pretrained values,
+    as the paper's section 5.1 keeps them).
+
+    With C = ``likelihood.latent_dim`` > 1 latents (a softmax) the classes share Z and the kernel, and
+    each has its own q(v_c): m ``[*batch, C, M]``, S ``[*batch, C, M, M]``; the KL is the sum over the
+    classes and the latents are ``[*batch, n, C]``. With one latent there is no class dimension.
+
+    Where neither Z nor the kernel is trained, L_Z is factored once and kept (``prior_scale_tril``).
     """
 
     name = "svgp"
     options_schema = {
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise by the ELBO"},
+        "inducing_init": {"enum": sorted(INDUCING_INITS),
+                          "description": "Z's start: kmeans (centres of the training inputs) | training_points "
+                                         "(M distinct training inputs, drawn per split)"},
+        "learn_inducing_inputs": {"type": "boolean", "description": "train Z (false: fixed where it starts)"},
     }
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
-        return ONE_LATENT  # any likelihood of one latent: its expected log density
+        return tuple(LIKELIHOODS)  # any likelihood: its expected log density under q's marginals, per latent
 
     def __init__(
         self,
@@ -64,34 +94,69 @@ class SVGP(Method):
     ):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
         self.learn_hyperparameters(config.online_hyperparameters)
-        inducing_inputs = kmeans_centres(x_train, config.M, generators)
-        batch_shape, num_inducing = inducing_inputs.shape[:-2], inducing_inputs.shape[-2]
-        self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [*batch, M, D]
-        self.q_mean = nn.Parameter(inducing_inputs.new_zeros((*batch_shape, num_inducing)))  # m, [*batch, M]
-        self.raw_q_scale = nn.Parameter(raw_scale_tril(1.0, num_inducing, inducing_inputs, batch_shape))
+        self.latent_dim = likelihood.latent_dim
+        inducing_inputs = INDUCING_INITS[config.inducing_init](x_train, config.M, generators)
+        num_inducing = inducing_inputs.shape[-2]
+        q_batch = (*inducing_inputs.shape[:-2], *((self.latent_dim,) if self.latent_dim > 1 else ()))  # [*batch, (C)]
+        self.inducing_inputs = nn.Parameter(inducing_inputs, requires_grad=config.learn_inducing_inputs)  # Z
+        self.q_mean = nn.Parameter(inducing_inputs.new_zeros((*q_batch, num_inducing)))  # m, [*batch, (C,) M]
+        self.raw_q_scale = nn.Parameter(raw_scale_tril(1.0, num_inducing, inducing_inputs, q_batch))
+        self._fixed_factor: tuple[list[Tensor], Tensor] | None = None  # (what L_Z was factored from, L_Z)
 
     @property
     def q_scale_tril(self) -> Tensor:
-        """S, the lower Cholesky factor of q(v)'s covariance ``[*batch, M, M]``."""
+        """S, the lower Cholesky factor of q(v)'s covariance ``[*batch, M, M]`` (C latents ``[*batch, C, M, M]``)."""
         return scale_tril(self.raw_q_scale)
 
-    def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """q(f(x)) = int p(f(x) | u) q(u) du (Hensman et al. 2013), marginal variances.
+    def prior_scale_tril(self) -> Tensor:
+        """L_Z, the lower Cholesky factor of K_ZZ + jitter ``[*batch, M, M]``.
 
-        With A = L_Z^-1 K_Zx: mean A^T m, variance k_xx - |A|^2 + |S^T A|^2 (column norms).
+        Where Z or the kernel is trained, it is factored at each call. Where neither is, it is factored
+        once, outside autograd, and kept with a copy of what it came from (Z and the kernel's tensors,
+        with their devices and dtypes): it is factored again only when any of them has changed (a loaded
+        checkpoint, a move to another device, a value set by hand), so it never goes stale.
         """
-        chol_zz = cholesky(add_jitter(self.kernel(self.inducing_inputs)))
-        projection = torch.linalg.solve_triangular(chol_zz, self.kernel(self.inducing_inputs, x), upper=False)
+        sources = [self.inducing_inputs, *self.kernel.parameters(), *self.kernel.buffers()]
+        if any(source.requires_grad for source in sources):
+            return cholesky(add_jitter(self.kernel(self.inducing_inputs)))
+        if self._fixed_factor is None or not _same_tensors(self._fixed_factor[0], sources):
+            with torch.no_grad():
+                factor = cholesky(add_jitter(self.kernel(self.inducing_inputs)))
+            self._fixed_factor = ([source.detach().clone() for source in sources], factor)
+        return self._fixed_factor[1]
+
+    def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """q(f(x)) = int p(f(x) | u) q(u) du (Hensman et al. 2013), marginal means and variances
+        ``[*batch, n]``; C latents ``[*batch, n, C]``.
+
+        With A = L_Z^-1 K_Zx: mean A^T m, variance k_xx - |A|^2 + |S^T A|^2 (column norms), per class.
+        """
+        projection = torch.linalg.solve_triangular(self.prior_scale_tril(), self.kernel(self.inducing_inputs, x),
+                                                   upper=False)
+        prior_variance = self.kernel(x, diag=True)
+        if self.latent_dim > 1:  # one class dimension in front of the points, shared by the classes
+            projection, prior_variance = projection.unsqueeze(-3), prior_variance.unsqueeze(-2)
         mean = (projection.mT @ self.q_mean.unsqueeze(-1)).squeeze(-1)
         variance = (
-            self.kernel(x, diag=True)
+            prior_variance
             - projection.square().sum(-2)
             + (self.q_scale_tril.mT @ projection).square().sum(-2)
         )
-        return mean, variance
+        return (mean.mT, variance.mT) if self.latent_dim > 1 else (mean, variance)
+
+    def kl_divergence(self) -> Tensor:
+        """KL[q(v) || N(0, I)] ``[*batch]``, summed over the classes with C latents."""
+        kl = kl_to_standard_normal(self.q_mean, self.q_scale_tril)
+        return kl.sum(-1) if self.latent_dim > 1 else kl
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         mean, variance = self.predict_f(x_batch)
-        expected = self.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1)
-        kl = kl_to_standard_normal(self.q_mean, self.q_scale_tril)  # KL[q(v) || N(0, I)]
-        return -(self.config.n_train / y_batch.shape[-1] * expected - kl)
+        expected = self.likelihood.expected_log_prob(y_batch, mean, variance, generators).sum(-1)
+        return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence())
+
+
+def _same_tensors(kept: list[Tensor], current: list[Tensor]) -> bool:
+    """Whether ``current`` holds the values, devices and dtypes of ``kept``, tensor by tensor."""
+    return len(kept) == len(current) and all(
+        a.device == b.device and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        for a, b in zip(kept, current))

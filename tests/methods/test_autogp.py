@@ -124,7 +124,8 @@ def test_one_component_matches_svgp(data):
     """K = 1: predictions and KL equal SVGP's (whitened) exactly; the loss within 4 Monte Carlo errors."""
     x, y = data
     kernel, likelihood = RBF(D, lengthscale=[0.8, 1.2], variance=1.1), GaussianLikelihood(0.1)
-    svgp = SVGP(x, y, kernel, likelihood, MethodConfig(M, N, {"online_hyperparameters": True}),
+    svgp = SVGP(x, y, kernel, likelihood, MethodConfig(M, N, {"online_hyperparameters": True, "inducing_init": "kmeans",
+                                                                "learn_inducing_inputs": True}),
                 torch.Generator().manual_seed(0))
     samples = 20_000
     method = AutoGP(x, y, kernel, likelihood, MethodConfig(M, N, {**OPTIONS, "samples": samples}),

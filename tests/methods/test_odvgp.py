@@ -86,7 +86,8 @@ def test_q_starts_at_zero_mean_and_unit_covariance_and_orthnat_leaves_the_beta_p
 def test_without_a_mean_basis_it_is_svgp(data):
     """Same Z and q(u), SVGP's whitened q(v) mapped: a_beta = L_Z^-T v, L = L_Z S_v."""
     x, y = data
-    config = MethodConfig(M=6, n_train=N, options={"online_hyperparameters": True})
+    config = MethodConfig(M=6, n_train=N, options={"online_hyperparameters": True, "inducing_init": "kmeans",
+                                                        "learn_inducing_inputs": True})
     svgp = SVGP(x, y, RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1), config,
                 torch.Generator().manual_seed(0))
     method = build(x, y, 6)

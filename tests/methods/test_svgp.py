@@ -1,17 +1,21 @@
-"""SVGP: k-means initialization, the starting q, and exactness with Z = X and the optimal q."""
+"""SVGP: k-means and training-point initialization, the starting q, exactness with Z = X and the optimal q,
+several latents (softmax) as independent per-class q sharing Z, and the factor of a fixed K_ZZ."""
 
 import logging
+import math
 
 import pytest
 import torch
 
 from gpstudy import settings
-from gpstudy.gaussian import inverse_positive
+from gpstudy.gaussian import cholesky, inverse_positive
 from gpstudy.kernels import RBF
-from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.likelihoods import GaussianLikelihood, Softmax
 from gpstudy.methods import SVGP, ExactGP
 from gpstudy.methods.exact_gp import log_marginal_likelihood
-from gpstudy.methods.svgp import kmeans_centres
+from gpstudy.methods.svgp import kmeans_centres, training_points
+from gpstudy.metrics import task_metrics
+from gpstudy.training.fit import fit
 
 DTYPE = settings.DEFAULT_DTYPE
 N = 20
@@ -99,3 +103,189 @@ def test_elbo_is_a_lower_bound_scaled_by_n_over_batch(data, method_config):
         mean, var = method.predict_f(x[:5])
         expected_log_prob = method.likelihood.expected_log_prob(y[:5], mean, var).sum()
         torch.testing.assert_close(-method.loss(x[:5], y[:5], 1, torch.Generator()), N / 5 * expected_log_prob)
+
+
+CLASSES = 3
+
+
+def blobs(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Three well separated 2-D Gaussian blobs, labels 0, 1, 2 in turn."""
+    generator = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % CLASSES
+    centres = torch.tensor([[-2.0, 0.0], [2.0, 0.0], [0.0, 3.0]], dtype=DTYPE)
+    return centres[y] + 0.5 * torch.randn(n, 2, generator=generator, dtype=DTYPE), y.to(DTYPE)
+
+
+def build_softmax(method_config, x: torch.Tensor, y: torch.Tensor, num_inducing: int, generators=None,
+                  **options) -> SVGP:
+    """SVGP with an RBF kernel and a 3-class softmax on ``x`` ``[*batch, n, 2]``."""
+    batch_shape = x.shape[:-2]
+    kernel = RBF(2, lengthscale=1.5, variance=2.0, batch_shape=batch_shape)
+    config = method_config("svgp", num_inducing, x.shape[-2], **options)
+    generators = torch.Generator().manual_seed(0) if generators is None else generators
+    return SVGP(x, y, kernel, Softmax(CLASSES), config, generators)
+
+
+def perturb_q(method: SVGP, seed: int = 5) -> None:
+    """Move every class's q(v) off the prior, each differently."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        method.q_mean.add_(torch.randn(method.q_mean.shape, generator=generator, dtype=DTYPE))
+        method.raw_q_scale.add_(0.3 * torch.randn(method.raw_q_scale.shape, generator=generator, dtype=DTYPE))
+
+
+def test_c_classes_are_c_single_latent_svgps_sharing_z_and_kernel(method_config):
+    """Predictions, KL and loss of a softmax SVGP against C one-latent SVGPs with the same Z, kernel and
+    per-class q(v_c); the loss's expectation by the softmax with the same draws."""
+    x, y = blobs(30, seed=0)
+    method = build_softmax(method_config, x, y, 5)
+    perturb_q(method)
+    assert method.q_mean.shape == (CLASSES, 5) and method.q_scale_tril.shape == (CLASSES, 5, 5)
+    x_test = blobs(7, seed=1)[0]
+    mean, var = method.predict_f(x_test)
+    assert mean.shape == var.shape == (7, CLASSES)
+    singles = []
+    for c in range(CLASSES):
+        single = SVGP(x, y, method.kernel, GaussianLikelihood(0.1), method_config("svgp", 5, 30),
+                      torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            single.inducing_inputs.copy_(method.inducing_inputs)
+            single.q_mean.copy_(method.q_mean[c])
+            single.raw_q_scale.copy_(method.raw_q_scale[c])
+        singles.append(single)
+        single_mean, single_var = single.predict_f(x_test)
+        torch.testing.assert_close(mean[:, c], single_mean)
+        torch.testing.assert_close(var[:, c], single_var)
+    torch.testing.assert_close(method.kl_divergence(), sum(single.kl_divergence() for single in singles))
+
+    batch = slice(0, 10)
+    loss = method.loss(x[batch], y[batch], 1, torch.Generator().manual_seed(3))
+    moments = [torch.stack([single.predict_f(x[batch])[i] for single in singles], -1) for i in (0, 1)]
+    expected = method.likelihood.expected_log_prob(y[batch], *moments, torch.Generator().manual_seed(3)).sum()
+    torch.testing.assert_close(loss, -(30 / 10 * expected - sum(single.kl_divergence() for single in singles)))
+
+
+def test_a_softmax_split_in_a_batch_equals_the_split_alone(method_config):
+    x, y = blobs(24, seed=0)
+    xs, ys = torch.stack([x.flip(0), x]), torch.stack([y.flip(0), y])
+    seeds = (4, 7)
+    batched = build_softmax(method_config, xs, ys, 4, [torch.Generator().manual_seed(s) for s in seeds])
+    alone = build_softmax(method_config, x, y, 4, torch.Generator().manual_seed(seeds[1]))
+    assert torch.equal(batched.inducing_inputs[1], alone.inducing_inputs)
+    perturb_q(alone)
+    with torch.no_grad():
+        batched.q_mean[1], batched.raw_q_scale[1] = alone.q_mean, alone.raw_q_scale
+    loss = batched.loss(xs[:, :8], ys[:, :8], 1, [torch.Generator().manual_seed(s) for s in (1, 2)])
+    assert loss.shape == (2,)
+    torch.testing.assert_close(loss[1], alone.loss(x[:8], y[:8], 1, torch.Generator().manual_seed(2)))
+    torch.testing.assert_close(batched.predict_f(xs[:, :5])[1][1], alone.predict_f(x[:5])[1])
+
+
+def test_softmax_svgp_learns_separable_classes(method_config):
+    """100 Adam steps on three blobs: the test error falls from chance (2/3) to near 0."""
+    x, y = blobs(60, seed=0)
+    x_test, y_test = blobs(30, seed=1)
+    method = build_softmax(method_config, x, y, 6, online_hyperparameters=False)
+
+    def evaluate() -> dict[str, torch.Tensor]:
+        return task_metrics(method.likelihood, *method.predict_f(x_test), y_test, 1.0, torch.Generator().manual_seed(3))
+
+    curve, _ = fit(method, x, y, iterations=100, batch_size=20, lr=0.05, generators=torch.Generator().manual_seed(2),
+                   evaluate=evaluate, eval_every=50)
+    assert curve[-1]["error_rate"] <= 0.1
+    assert curve[-1]["test_ll"] > math.log(1 / CLASSES) + 0.3
+
+
+def test_training_points_are_distinct_rows_drawn_per_split(caplog):
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 12, 2, generator=generator, dtype=DTYPE)  # three splits of 12 distinct points
+    chosen = training_points(x, 5, [torch.Generator().manual_seed(s) for s in (10, 11, 12)])
+    assert chosen.shape == (3, 5, 2)
+    for split in range(3):
+        rows = [int((x[split] == point).all(-1).nonzero()) for point in chosen[split]]  # each a row of its split
+        assert len(set(rows)) == 5
+    torch.testing.assert_close(chosen[1], training_points(x[1], 5, torch.Generator().manual_seed(11)), rtol=0, atol=0)
+    assert not torch.equal(chosen[0], training_points(x[0], 5, torch.Generator().manual_seed(99)))
+    with caplog.at_level(logging.WARNING):
+        assert training_points(x[0], 20, torch.Generator().manual_seed(3)).shape == (12, 2)
+    assert "only 12 training points" in caplog.text
+
+
+def fixed_method(method_config, data, seed: int = 0, **options) -> SVGP:
+    """SVGP on ``data`` with Z at 6 training inputs, fixed, and fixed hyperparameters (section 5.3's SVGP)."""
+    x, y = data
+    config = method_config("svgp", 6, x.shape[0], **({"inducing_init": "training_points",
+                                                      "learn_inducing_inputs": False,
+                                                      "online_hyperparameters": False} | options))
+    kernel, likelihood = RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1)
+    return SVGP(x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
+
+
+def fresh_factor(method: SVGP) -> torch.Tensor:
+    return torch.linalg.cholesky(method.kernel(method.inducing_inputs) + settings.JITTER * torch.eye(
+        method.inducing_inputs.shape[-2], dtype=method.inducing_inputs.dtype, device=method.inducing_inputs.device))
+
+
+def test_fixed_z_stays_while_q_trains(data, method_config):
+    x, y = data
+    method = fixed_method(method_config, data)
+    assert {tuple(row.tolist()) for row in method.inducing_inputs} <= {tuple(row.tolist()) for row in x}
+    start = {key: value.clone() for key, value in method.state_dict().items()}
+    assert {id(p) for p in method.adam_parameters()} == {id(method.q_mean), id(method.raw_q_scale)}
+    fit(method, x, y, iterations=20, batch_size=5, lr=0.05, generators=torch.Generator().manual_seed(1),
+        evaluate=dict, eval_every=100)
+    after = method.state_dict()
+    assert {key for key in start if not torch.equal(after[key], start[key])} == {"q_mean", "raw_q_scale"}
+    assert (after["q_mean"] - start["q_mean"]).abs().max() > 0.1
+    assert not torch.equal(after["raw_q_scale"], start["raw_q_scale"])
+
+
+@pytest.mark.parametrize("learned, factorizations", [({}, 1), ({"learn_inducing_inputs": True}, 20 + 4),
+                                                     ({"online_hyperparameters": True}, 20 + 4)])
+def test_a_fixed_factor_is_computed_once(data, method_config, monkeypatch, learned, factorizations):
+    """Fixed Z and kernel: L_Z once for 20 steps and 4 evaluations, equal to a fresh factor; anything trained:
+    one per call."""
+    import gpstudy.methods.svgp as svgp_module
+
+    calls = []
+    monkeypatch.setattr(svgp_module, "cholesky", lambda matrix: calls.append(1) or cholesky(matrix))
+    x, y = data
+    method = fixed_method(method_config, data, **learned)
+
+    def evaluate() -> dict[str, torch.Tensor]:
+        return task_metrics(method.likelihood, *method.predict_f(x), y, 1.0, torch.Generator())
+
+    fit(method, x, y, iterations=20, batch_size=5, lr=0.05, generators=torch.Generator().manual_seed(1),
+        evaluate=evaluate, eval_every=5)
+    assert len(calls) == factorizations
+    with torch.no_grad():
+        torch.testing.assert_close(method.prior_scale_tril(), fresh_factor(method), rtol=1e-12, atol=1e-12)
+
+
+def test_a_fixed_factor_follows_every_change_of_z_or_kernel(data, method_config):
+    """A loaded state (another Z, another kernel), a value set in place and a dtype move: each refactors."""
+    method = fixed_method(method_config, data, seed=0)
+    other = fixed_method(method_config, data, seed=1)
+    with torch.no_grad():
+        other.kernel.raw_lengthscale.add_(0.5)
+    kept = method.prior_scale_tril()
+    torch.testing.assert_close(kept, fresh_factor(method), rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(other.prior_scale_tril(), kept)
+    method.load_state_dict(other.state_dict())  # as a resumed checkpoint does
+    torch.testing.assert_close(method.prior_scale_tril(), other.prior_scale_tril(), rtol=1e-12, atol=1e-12)
+    with torch.no_grad():
+        method.kernel.raw_variance.sub_(0.3)
+    torch.testing.assert_close(method.prior_scale_tril(), fresh_factor(method), rtol=1e-12, atol=1e-12)
+    method.to(torch.float32)
+    assert method.prior_scale_tril().dtype == torch.float32
+    torch.testing.assert_close(method.prior_scale_tril(), fresh_factor(method))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_fixed_factor_moves_with_the_method_to_a_gpu(data, method_config):
+    method = fixed_method(method_config, data)
+    method.prior_scale_tril()
+    method.to("cuda")
+    factor = method.prior_scale_tril()
+    assert factor.device.type == "cuda"
+    torch.testing.assert_close(factor, fresh_factor(method), rtol=1e-12, atol=1e-12)

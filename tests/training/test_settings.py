@@ -18,7 +18,8 @@ def test_precedence(study_config):
     assert boston.pretrain and boston.options["measurement"] == "noisy" and boston.iterations == 10000
     assert boston.seed == study_config["seed"]  # split s draws from seed + s
     svgp = run_settings(study_config, "boston", method="svgp", M=100)
-    assert not svgp.pretrain and svgp.options == {"online_hyperparameters": True}  # no measurement: not svgp's
+    assert not svgp.pretrain and svgp.options == {"online_hyperparameters": True, "inducing_init": "kmeans",
+                                                  "learn_inducing_inputs": True}  # no measurement: not svgp's
     power = run_settings(study_config, "power", method="gpnet", M=500, iterations=7, device=None)
     assert (power.options["beta0"], power.options["xi"], power.options["online_hyperparameters"]) == (0.01, 0.1, True)
     assert power.iterations == 7 and power.device == "auto"  # None from the command line keeps the config's
