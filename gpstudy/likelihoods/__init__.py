@@ -7,6 +7,7 @@ import torch
 from gpstudy.likelihoods.base import Likelihood
 from gpstudy.likelihoods.bernoulli import Bernoulli
 from gpstudy.likelihoods.gaussian import GaussianLikelihood
+from gpstudy.likelihoods.robustmax import RobustMax
 from gpstudy.likelihoods.softmax import Softmax
 from gpstudy.settings import DEFAULT_DTYPE
 
@@ -14,6 +15,7 @@ LIKELIHOODS: dict[str, type[Likelihood]] = {  # every likelihood by name; tests 
     "gaussian": GaussianLikelihood,
     "bernoulli": Bernoulli,
     "softmax": Softmax,
+    "robustmax": RobustMax,
 }
 ONE_LATENT = ("gaussian", "bernoulli")  # the likelihoods of one latent function per point
 
@@ -23,8 +25,8 @@ def build_likelihood(name: str, options: dict[str, Any], dtype: torch.dtype = DE
     """The likelihood registered as ``name``, built from ``options`` (its ``options_schema``).
 
     Args:
-        name: a key of ``LIKELIHOODS``: "gaussian", "bernoulli" or "softmax".
-        options: the likelihood's constructor options, e.g. ``{"classes": 10}`` for "softmax".
+        name: a key of ``LIKELIHOODS``: "gaussian", "bernoulli", "softmax" or "robustmax".
+        options: the likelihood's constructor options, e.g. ``{"classes": 10}`` for "softmax" or "robustmax".
         dtype: dtype of its parameters.
         batch_shape: leading dimensions of its parameters, ``(S,)`` for a batch of S splits.
     """
@@ -33,4 +35,5 @@ def build_likelihood(name: str, options: dict[str, Any], dtype: torch.dtype = DE
     return LIKELIHOODS[name](**options, dtype=dtype, batch_shape=batch_shape)
 
 
-__all__ = ["LIKELIHOODS", "ONE_LATENT", "Bernoulli", "GaussianLikelihood", "Likelihood", "Softmax", "build_likelihood"]
+__all__ = ["LIKELIHOODS", "ONE_LATENT", "Bernoulli", "GaussianLikelihood", "Likelihood", "RobustMax", "Softmax",
+           "build_likelihood"]

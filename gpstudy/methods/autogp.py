@@ -120,7 +120,9 @@ class AutoGP(Method):
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
-        return ("gaussian", "bernoulli", "softmax")  # any log_prob, by Monte Carlo
+        # any log_prob, by Monte Carlo; not the robust-max, whose log density is flat in f: reparameterized
+        # samples of it give no gradient
+        return ("gaussian", "bernoulli", "softmax")
 
     def __init__(
         self,

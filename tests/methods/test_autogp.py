@@ -52,7 +52,8 @@ def make_likelihood(likelihood_name: str):
 
 def test_options_and_likelihoods():
     assert all(schema.get("description") for schema in AutoGP.options_schema.values())
-    assert set(AutoGP.supported_likelihoods(OPTIONS)) == set(LIKELIHOODS)
+    # all but the robust-max, flat in f: reparameterized samples of its log density give no gradient
+    assert set(AutoGP.supported_likelihoods(OPTIONS)) == set(LIKELIHOODS) - {"robustmax"}
 
 
 def test_phases_alternate_by_iteration():

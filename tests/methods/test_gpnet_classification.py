@@ -175,13 +175,16 @@ def test_one_latent_ntk_has_no_class_dimension(data, method_config):
     assert method.predict_f(x[:5])[0].shape == (5,)
 
 
-def test_supported_likelihoods_follow_the_network_and_objective(study_config):
+@pytest.mark.parametrize("several", ["softmax", "robustmax"])  # the likelihoods of one latent per class
+def test_supported_likelihoods_follow_the_network_and_objective(study_config, several):
     options = dict(study_config["methods"]["gpnet"])
-    assert "softmax" not in GPNet.supported_likelihoods(options | {"objective": "elbo"})  # rfe
-    assert "softmax" in GPNet.supported_likelihoods(options | {"objective": "elbo", "network": "ntk"})
+    assert several not in GPNet.supported_likelihoods(options | {"objective": "elbo"})  # rfe
+    assert several in GPNet.supported_likelihoods(options | {"objective": "elbo", "network": "ntk"})
     assert GPNet.supported_likelihoods(options | {"objective": "conjugate", "network": "ntk"}) == ("gaussian",)
-    assert "softmax" in FBNN.supported_likelihoods(options | {"network": "ntk"})
-    assert "softmax" not in FBNN.supported_likelihoods(options)
+    assert several in FBNN.supported_likelihoods(options | {"network": "ntk"})
+    assert several not in FBNN.supported_likelihoods(options)
+    with pytest.raises(ValueError, match=f"network 'rfe' outputs one latent function, but likelihood '{several}'"):
+        GPNet.check_options(options | {"objective": "elbo"}, several)
 
 
 def test_refusals_name_the_network(data, method_config):

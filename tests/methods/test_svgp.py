@@ -10,7 +10,7 @@ import torch
 from gpstudy import settings
 from gpstudy.gaussian import cholesky, inverse_positive
 from gpstudy.kernels import RBF
-from gpstudy.likelihoods import GaussianLikelihood, Softmax
+from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
 from gpstudy.methods import SVGP, ExactGP
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.svgp import kmeans_centres, training_points
@@ -117,13 +117,13 @@ def blobs(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def build_softmax(method_config, x: torch.Tensor, y: torch.Tensor, num_inducing: int, generators=None,
-                  **options) -> SVGP:
-    """SVGP with an RBF kernel and a 3-class softmax on ``x`` ``[*batch, n, 2]``."""
+                  likelihood: Likelihood | None = None, **options) -> SVGP:
+    """SVGP with an RBF kernel and a 3-class softmax (or another ``likelihood``) on ``x`` ``[*batch, n, 2]``."""
     batch_shape = x.shape[:-2]
     kernel = RBF(2, lengthscale=1.5, variance=2.0, batch_shape=batch_shape)
     config = method_config("svgp", num_inducing, x.shape[-2], **options)
     generators = torch.Generator().manual_seed(0) if generators is None else generators
-    return SVGP(x, y, kernel, Softmax(CLASSES), config, generators)
+    return SVGP(x, y, kernel, Softmax(CLASSES) if likelihood is None else likelihood, config, generators)
 
 
 def perturb_q(method: SVGP, seed: int = 5) -> None:
@@ -181,11 +181,12 @@ def test_a_softmax_split_in_a_batch_equals_the_split_alone(method_config):
     torch.testing.assert_close(batched.predict_f(xs[:, :5])[1][1], alone.predict_f(x[:5])[1])
 
 
-def test_softmax_svgp_learns_separable_classes(method_config):
-    """100 Adam steps on three blobs: the test error falls from chance (2/3) to near 0."""
+@pytest.mark.parametrize("likelihood", [Softmax, RobustMax])
+def test_svgp_learns_separable_classes(method_config, likelihood):
+    """100 Adam steps on three blobs, softmax or robust-max: the test error falls from chance (2/3) to near 0."""
     x, y = blobs(60, seed=0)
     x_test, y_test = blobs(30, seed=1)
-    method = build_softmax(method_config, x, y, 6, online_hyperparameters=False)
+    method = build_softmax(method_config, x, y, 6, likelihood=likelihood(CLASSES), online_hyperparameters=False)
 
     def evaluate() -> dict[str, torch.Tensor]:
         return task_metrics(method.likelihood, *method.predict_f(x_test), y_test, 1.0, torch.Generator().manual_seed(3))
