@@ -13,6 +13,7 @@ from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import LIKELIHOODS, ONE_LATENT, GaussianLikelihood, Likelihood
 from gpstudy.measurement import SAMPLERS, build_measurement_sampler
 from gpstudy.nets import NETWORKS
+from gpstudy.settings import PREDICT_CHUNK
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Method(nn.Module):
 
     name: ClassVar[str]
     options_schema: ClassVar[dict[str, dict]] = {}  # the method's own options: name -> JSON schema
+    predict_chunk: int = PREDICT_CHUNK  # points predicted at a time (``training.run.predict``)
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
@@ -222,6 +224,11 @@ class InferenceNetworkMethod(Method):
             several = ", ".join(name for name, net in NETWORKS.items() if net.several_latents)
             raise ValueError(f"network {network.name!r} outputs one latent function, but likelihood {likelihood!r} "
                              f"has one per class; choose a network with several latents: {several}")
+
+    @property
+    def predict_chunk(self) -> int:
+        """Points predicted at a time: the network's bound (its memory per point)."""
+        return self.network.predict_chunk
 
     def measurement_set(self, x_batch: Tensor, generators: draws.Generators) -> Tensor:
         """Z = [X_B; X_M] ``[*batch, n + M, D]`` with X_M drawn from c(x)."""

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, gram
 from gpstudy.kernels import Kernel
-from gpstudy.settings import JITTER
+from gpstudy.settings import JITTER, PREDICT_CHUNK
 
 
 class InferenceNetwork(nn.Module):
@@ -29,6 +29,7 @@ class InferenceNetwork(nn.Module):
     options_schema: ClassVar[dict[str, Any]] = {  # JSON schema of its own options (a method's network_options)
         "type": "object", "additionalProperties": False, "properties": {}}
     several_latents: ClassVar[bool] = False  # whether it can output C > 1 latent functions (a softmax's)
+    predict_chunk: ClassVar[int] = PREDICT_CHUNK  # points whose marginals it computes at a time in prediction
 
     @classmethod
     def build(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,

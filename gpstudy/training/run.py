@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 METHOD_FAILURES = (CholeskyError,)  # errors of the method itself: failed rows (any other error fails the job)
 RUN_FILES = ("metrics.json", "learning_curve.csv", "predictions.csv")  # what a run writes in its folder
-PREDICT_CHUNK = 4096  # test points predicted at a time (bounds memory on large test sets)
 
 
 class Problem:
@@ -94,8 +93,8 @@ def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int
 @torch.no_grad()
 def predict(method: Method, x: Tensor) -> tuple[Tensor, Tensor]:
     """The latent predictive mean and variance ``[*batch, n]`` (several latents: ``[*batch, n, Q]``) at
-    ``x`` ``[*batch, n, D]``, in chunks of points."""
-    parts = [method.predict_f(chunk) for chunk in x.split(PREDICT_CHUNK, dim=-2)]
+    ``x`` ``[*batch, n, D]``, in chunks of ``method.predict_chunk`` points."""
+    parts = [method.predict_f(chunk) for chunk in x.split(method.predict_chunk, dim=-2)]
     return tuple(torch.cat(part, dim=x.dim() - 2) for part in zip(*parts))  # the points' dimension
 
 

@@ -205,3 +205,22 @@ def test_a_batch_of_several_splits_is_refused(data, method_config):
     with pytest.raises(ValueError, match="not batched over splits; train one split per job"):
         build(method_config, (torch.stack([x, x]), torch.stack([y, y])),
               generators=[torch.Generator().manual_seed(s) for s in range(2)])
+
+
+def test_prediction_goes_in_chunks_of_the_networks_size(method_config, data, monkeypatch):
+    """The NTK's trunk holds megabytes per image: ``predict`` passes at most the network's ``predict_chunk``
+    images at a time (not the default's 4096), and the chunks give the whole's numbers."""
+    from gpstudy.nets.ntk import NTK
+    from gpstudy.training.run import predict
+
+    method = build(method_config, data)
+    perturb(method)
+    assert method.predict_chunk == NTK.predict_chunk < settings.PREDICT_CHUNK
+    whole = method.predict_f(data[0])
+    monkeypatch.setattr(method.network, "predict_chunk", 5)
+    sizes, marginals = [], method.network.marginals
+    monkeypatch.setattr(method.network, "marginals", lambda x: sizes.append(x.shape[-2]) or marginals(x))
+    chunked = predict(method, data[0])
+    assert sizes == [5] * (N // 5) + [N % 5]
+    for a, b in zip(whole, chunked):
+        torch.testing.assert_close(a, b)

@@ -201,7 +201,7 @@ def test_predictions_in_chunks_keep_every_latent(monkeypatch, settings_for):
     method = run_module.build_method("autogp", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                                      settings.method_config(20), problem.generators)
     whole = run_module.predict(method, problem.x_test)
-    monkeypatch.setattr(run_module, "PREDICT_CHUNK", 3)
+    monkeypatch.setattr(method, "predict_chunk", 3)
     chunked = run_module.predict(method, problem.x_test)
     assert whole[0].shape == (2, 10, 3)
     for a, b in zip(whole, chunked):
