@@ -11,6 +11,7 @@ Models", eq. 7-11 (numbered 7, 12-28 in ``papers/gpnet-full-with-appendix.txt``)
 
 import logging
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -136,6 +137,11 @@ def cholesky(matrix: Tensor) -> Tensor:
     stand_in = torch.where(failed[..., None, None], eye, add_diagonal(matrix, jitter))  # finite gradients
     factor = torch.linalg.cholesky_ex(stand_in)[0]
     return torch.where(failed[..., None, None], torch.nan, factor)
+
+
+def kernel_scale_tril(kernel: Callable[[Tensor], Tensor], inputs: Tensor) -> Tensor:
+    """L with L L^T = K(inputs) + jitter ``[..., m, m]``: the factor of the prior over inducing values u = f(inputs)."""
+    return cholesky(add_jitter(kernel(inputs)))
 
 
 def _half_log_det(chol: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ own ``_Notation`` of symbols and escaping.
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -164,10 +165,7 @@ def _cell(row, notation: _Notation) -> str:
     """``ours ± se (paper ± se) mark``; the paper part and the mark only where they exist. A quoted row: the
     paper's number alone."""
     decimals = DECIMALS.get(row.metric, 3)
-
-    def number(value: float) -> str:
-        return _number(value, decimals)
-
+    number = partial(_number, decimals=decimals)
     if _is_quoted(row):
         return notation.missing if pd.isna(row.paper_mean) else number(row.paper_mean)
     text = notation.missing if pd.isna(row.mean) else f"{number(row.mean)} {notation.pm} {number(row.se)}"

@@ -1,7 +1,11 @@
 """The likelihood interface p(y | f): densities, their Gaussian expectations and the predictive."""
 
+import math
+from functools import cache
 from typing import Any, ClassVar
 
+import numpy as np
+import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
@@ -47,3 +51,18 @@ class Likelihood(nn.Module):
         """The predictive distribution of y: its moments (regression) or class probabilities
         (classification), see the subclass."""
         raise NotImplementedError
+
+
+def normal_quadrature(points: int, like: Tensor) -> tuple[Tensor, Tensor]:
+    """Gauss-Hermite nodes z_i and weights w_i ``[points]`` (dtype and device of ``like``) with
+    E_{N(0, 1)} g(z) ~ sum_i w_i g(z_i); the weights sum to 1."""
+    nodes, weights = _hermite(points)
+    return (torch.as_tensor(nodes, dtype=like.dtype, device=like.device),
+            torch.as_tensor(weights, dtype=like.dtype, device=like.device))
+
+
+@cache
+def _hermite(points: int) -> tuple[np.ndarray, np.ndarray]:
+    """``normal_quadrature``'s nodes and weights in float64, computed once per size."""
+    nodes, weights = np.polynomial.hermite.hermgauss(points)  # int e^{-x^2} g(x) dx ~ sum_i weights_i g(nodes_i)
+    return nodes * math.sqrt(2), weights / math.sqrt(math.pi)

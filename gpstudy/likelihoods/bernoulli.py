@@ -1,26 +1,23 @@
 """The Bernoulli likelihood with the logistic link, p(y = 1 | f) = sigmoid(f), for binary labels."""
 
-import math
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.likelihoods.base import Likelihood
+from gpstudy.likelihoods.base import Likelihood, normal_quadrature
 from gpstudy.settings import DEFAULT_DTYPE
 
 QUADRATURE_POINTS = 32  # Gauss-Hermite nodes: abs. error < 1e-7 for var <= 4, 2e-5 at var = 9
-_NODES, _WEIGHTS = np.polynomial.hermite.hermgauss(QUADRATURE_POINTS)  # int e^{-x^2} g(x) dx
 
 
 class Bernoulli(Likelihood):
     """p(y | f) = sigmoid((2y - 1) f) for labels y in {0, 1} and one latent f per point.
 
     Gaussian expectations by Gauss-Hermite quadrature,
-    E_{N(f | m, v)} g(f) ~ sum_i w_i / sqrt(pi) g(m + sqrt(2 v) x_i), differentiable in m and v.
+    E_{N(f | m, v)} g(f) ~ sum_i w_i g(m + sqrt(v) z_i) (``normal_quadrature``), differentiable in m and v.
     ``generators`` are ignored. The likelihood has no parameters: ``dtype`` and ``batch_shape`` are
     accepted so that ``build_likelihood`` builds every likelihood alike.
     """
@@ -37,12 +34,11 @@ class Bernoulli(Likelihood):
         return F.logsigmoid((2 * y.to(f.dtype) - 1) * f)
 
     def _quadrature(self, y: Tensor, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
-        """log p(y | f_i) at the nodes f_i = mean + sqrt(2 var) x_i ``[*batch, n, Q]`` and the weights
-        w_i / sqrt(pi) ``[Q]``, summing to 1."""
-        nodes = torch.as_tensor(_NODES, dtype=mean.dtype, device=mean.device)
-        weights = torch.as_tensor(_WEIGHTS, dtype=mean.dtype, device=mean.device)
-        f = mean.unsqueeze(-1) + (2 * var).sqrt().unsqueeze(-1) * nodes
-        return self.log_prob(y.unsqueeze(-1), f), weights / math.sqrt(math.pi)
+        """log p(y | f_i) at the nodes f_i = mean + sqrt(var) z_i ``[*batch, n, Q]`` and the weights ``[Q]``,
+        summing to 1 (``normal_quadrature``)."""
+        nodes, weights = normal_quadrature(QUADRATURE_POINTS, mean)
+        f = mean.unsqueeze(-1) + var.sqrt().unsqueeze(-1) * nodes
+        return self.log_prob(y.unsqueeze(-1), f), weights
 
     def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor,
                           generators: draws.Generators | None = None) -> Tensor:

@@ -5,12 +5,11 @@ C latent functions, flipped to another class with probability epsilon."""
 import math
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.likelihoods.base import Likelihood
+from gpstudy.likelihoods.base import Likelihood, normal_quadrature
 from gpstudy.settings import DEFAULT_DTYPE
 
 EPSILON = 1e-3  # probability of a label other than the arg-max (GPflow's default)
@@ -53,8 +52,7 @@ class RobustMax(Likelihood):
         super().__init__()
         self.classes = classes
         self.epsilon = epsilon
-        nodes, weights = np.polynomial.hermite.hermgauss(quadrature_points)  # int e^{-x^2} g(x) dx
-        self._nodes, self._weights = nodes * math.sqrt(2), weights / math.sqrt(math.pi)  # for E_{N(0, 1)}
+        self.quadrature_points = quadrature_points
 
     @property
     def latent_dim(self) -> int:
@@ -79,8 +77,7 @@ class RobustMax(Likelihood):
         v gives the hard arg-max; a zero v_k is taken as the smallest normal number, so that it divides
         without NaN (a tie of means at zero variance counts half).
         """
-        nodes = torch.as_tensor(self._nodes, dtype=mean.dtype, device=mean.device)
-        weights = torch.as_tensor(self._weights, dtype=mean.dtype, device=mean.device)
+        nodes, weights = normal_quadrature(self.quadrature_points, mean)
         label = y.long().unsqueeze(-1)  # [*batch, n, 1]
         std = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()  # [*batch, n, C]
         f_label = (torch.take_along_dim(mean, label, -1)

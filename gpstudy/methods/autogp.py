@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import (add_jitter, cholesky, cross_entropy, entropy, inverse_positive, log_density,
+from gpstudy.gaussian import (cholesky, cross_entropy, entropy, inverse_positive, kernel_scale_tril, log_density,
                               positive, raw_of_scale_tril, scale_tril)
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
@@ -139,7 +139,7 @@ class AutoGP(Method):
         batch_shape = inducing_inputs.shape[:-2]
         shape = (*batch_shape, config.components, likelihood.latent_dim, inducing_inputs.shape[-2])  # K, Q, M
         with torch.no_grad():
-            chol_zz = cholesky(add_jitter(kernel(inducing_inputs))).unsqueeze(-3).unsqueeze(-3)  # q_k(u_j) = p(u)
+            chol_zz = kernel_scale_tril(kernel, inducing_inputs).unsqueeze(-3).unsqueeze(-3)  # q_k(u_j) = p(u)
         if config.covariance == "full":
             raw_scale = raw_of_scale_tril(chol_zz).expand(*shape, shape[-1])
         else:
@@ -162,17 +162,13 @@ class AutoGP(Method):
             return scale_tril(self.raw_q_scale)
         return torch.diag_embed(positive(self.raw_q_scale))
 
-    def prior_scale_tril(self) -> Tensor:
-        """L, the lower Cholesky factor of K_ZZ (jitter added) ``[*batch, M, M]``."""
-        return cholesky(add_jitter(self.kernel(self.inducing_inputs)))
-
     def marginals(self, x: Tensor, detach_q: bool = False, chol_zz: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Means b and variances sigma^2 ``[*batch, K, Q, n]`` of q_k(f_j(x)) (eqs. 11-12), q detached if asked;
-        ``chol_zz``: ``prior_scale_tril()`` when the caller has it.
+        ``chol_zz``: L_Z (``kernel_scale_tril`` at Z) when the caller has it.
 
         With a = K_ZZ^-1 K_Zx = L^-T P, P = L^-1 K_Zx: b = a^T m, sigma^2 = k_xx - |P|^2 + a^T S a.
         """
-        chol_zz = self.prior_scale_tril() if chol_zz is None else chol_zz
+        chol_zz = kernel_scale_tril(self.kernel, self.inducing_inputs) if chol_zz is None else chol_zz
         projection = torch.linalg.solve_triangular(chol_zz, self.kernel(self.inducing_inputs, x), upper=False)
         a = torch.linalg.solve_triangular(chol_zz.mT, projection, upper=True)  # K_ZZ^-1 K_Zx, [*batch, M, n]
         a = a[..., None, None, :, :]  # [*batch, 1, 1, M, n]: for every component and latent
@@ -204,7 +200,9 @@ class AutoGP(Method):
         """KL[q(u) || p(u)] ``[*batch]``, p(u) = prod_j N(0, K_ZZ) (eq. 4): exact for K = 1, else the upper
         bound sum_k pi_k sum_j E_{q_kj}[-log N(u_j; 0, K_ZZ)] - ``mixture_entropy_bound``; ``chol_zz`` as
         ``marginals``."""
-        chol_zz = (self.prior_scale_tril() if chol_zz is None else chol_zz)[..., None, None, :, :]
+        if chol_zz is None:
+            chol_zz = kernel_scale_tril(self.kernel, self.inducing_inputs)
+        chol_zz = chol_zz[..., None, None, :, :]
         scale, weights = self.q_scale_tril, self.weights
         cross = cross_entropy(self.q_mean, scale, torch.zeros_like(self.q_mean), chol_zz)  # [*batch, K, Q]
         cross = (weights.unsqueeze(-1) * cross).sum((-2, -1))
@@ -214,7 +212,7 @@ class AutoGP(Method):
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         loo = is_loo_step(step, self.config.variational_phase, self.config.loo_phase)
-        chol_zz = self.prior_scale_tril()  # once per step: the marginals and the KL share it
+        chol_zz = kernel_scale_tril(self.kernel, self.inducing_inputs)  # once per step, for the marginals and the KL
         mean, var = self.marginals(x_batch, detach_q=loo, chol_zz=chol_zz)
         if loo:
             return leave_one_out(self.likelihood, y_batch, self.weights.detach(), mean, var, self.config.samples,

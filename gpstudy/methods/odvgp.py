@@ -8,8 +8,8 @@ from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy import settings
-from gpstudy.gaussian import (add_jitter, cholesky, gram, kl_divergence, raw_of_scale_tril, raw_scale_tril,
-                              scale_tril, solve_lower)
+from gpstudy.gaussian import (add_jitter, cholesky, gram, kernel_scale_tril, kl_divergence, raw_of_scale_tril,
+                              raw_scale_tril, scale_tril, solve_lower)
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
 from gpstudy.methods.base import Method, MethodConfig
@@ -141,7 +141,7 @@ class ODVGP(Method):
     def _basis(self) -> tuple[Tensor, Tensor, Tensor]:
         """L_beta ``[*batch, M, M]`` (K_beta = L_beta L_beta^T), the mean's coefficients of k_x,beta,
         a_beta - K_beta^-1 K_beta,gamma a_gamma ``[*batch, M]``, and L_beta^-1 K_beta,gamma a_gamma ``[*batch, M]``."""
-        chol_beta = cholesky(add_jitter(self.kernel(self.beta)))
+        chol_beta = kernel_scale_tril(self.kernel, self.beta)
         whitened = solve_lower(chol_beta, self.kernel(self.beta, self.gamma) @ self.a_gamma.unsqueeze(-1))
         projected = torch.linalg.solve_triangular(chol_beta.mT, whitened, upper=True).squeeze(-1)
         return chol_beta, self.a_beta - projected, whitened.squeeze(-1)
@@ -191,7 +191,7 @@ class ODVGP(Method):
         grads = (self.a_beta.grad, self.raw_scale.grad)
         self.a_beta.grad = self.raw_scale.grad = None
         with torch.no_grad():
-            chol_beta = cholesky(add_jitter(self.kernel(self.beta)))
+            chol_beta = kernel_scale_tril(self.kernel, self.beta)
             mean, second_moment = to_expectation(self.a_beta, self.raw_scale, chol_beta)
         with torch.enable_grad():
             expectation = (mean.requires_grad_(), second_moment.requires_grad_())

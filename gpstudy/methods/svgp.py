@@ -10,7 +10,7 @@ from sklearn.cluster import KMeans
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import add_jitter, cholesky, kl_to_standard_normal, raw_scale_tril, scale_tril
+from gpstudy.gaussian import kernel_scale_tril, kl_to_standard_normal, raw_scale_tril, scale_tril
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood
 from gpstudy.methods.base import Method, MethodConfig
@@ -118,10 +118,10 @@ class SVGP(Method):
         """
         sources = [self.inducing_inputs, *self.kernel.parameters(), *self.kernel.buffers()]
         if any(source.requires_grad for source in sources):
-            return cholesky(add_jitter(self.kernel(self.inducing_inputs)))
+            return kernel_scale_tril(self.kernel, self.inducing_inputs)
         if self._fixed_factor is None or not _same_tensors(self._fixed_factor[0], sources):
             with torch.no_grad():
-                factor = cholesky(add_jitter(self.kernel(self.inducing_inputs)))
+                factor = kernel_scale_tril(self.kernel, self.inducing_inputs)
             self._fixed_factor = ([source.detach().clone() for source in sources], factor)
         return self._fixed_factor[1]
 
