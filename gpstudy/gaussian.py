@@ -11,13 +11,15 @@ Models", eq. 7-11 (numbered 7, 12-28 in ``papers/gpnet-full-with-appendix.txt``)
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from gpstudy import settings
+from gpstudy.host_sync import deliberate
 
 logger = logging.getLogger(__name__)
 
@@ -90,15 +92,49 @@ def gram(factor: Tensor) -> Tensor:
 
 def add_diagonal(matrix: Tensor, value: Tensor | float) -> Tensor:
     """``matrix + value * I`` for ``[..., n, n]`` matrices and a scalar or batched ``value`` ``[...]``."""
-    value = torch.as_tensor(value, dtype=matrix.dtype, device=matrix.device)
     result = matrix.clone()  # one pass over the matrix; only the diagonal is then touched
-    result.diagonal(dim1=-2, dim2=-1).add_(value.unsqueeze(-1))
+    diagonal = result.diagonal(dim1=-2, dim2=-1)
+    if isinstance(value, Tensor):
+        diagonal.add_(value.unsqueeze(-1))
+    else:  # a Python number enters the kernel as an argument: no tensor of it, no copy to the device
+        diagonal.add_(value)
     return result
 
 
 def add_jitter(matrix: Tensor) -> Tensor:
     """``matrix + JITTER * I``: what every kernel and network covariance carries."""
     return add_diagonal(matrix, settings.JITTER)
+
+
+class FactorChecks:
+    """The ``info`` of every factorization made inside :func:`deferred_factor_checks`, looked at once."""
+
+    def __init__(self):
+        self.infos: list[Tensor] = []
+
+    def any_failed(self) -> bool:
+        """Whether any factorization failed: the one host read (a deliberate synchronisation). On the
+        ``meta`` device, which has no values, nothing is read and nothing failed."""
+        if not self.infos or self.infos[0].device.type == "meta":
+            return False
+        with deliberate():
+            return bool(torch.stack([info.ne(0).any() for info in self.infos]).any())
+
+
+_deferred: list[FactorChecks] = []  # the innermost active ``deferred_factor_checks``, if any
+
+
+@contextmanager
+def deferred_factor_checks() -> Iterator[FactorChecks]:
+    """Inside, :func:`cholesky` returns its factor without looking at it on the host and records its
+    ``info``; the caller looks once (``any_failed``) and, if anything failed, runs the work again outside,
+    where the failed matrices take the jitter path. So a training step synchronises once, not per factor."""
+    checks = FactorChecks()
+    _deferred.append(checks)
+    try:
+        yield checks
+    finally:
+        _deferred.pop()
 
 
 def cholesky(matrix: Tensor) -> Tensor:
@@ -110,10 +146,16 @@ def cholesky(matrix: Tensor) -> Tensor:
     lost), gets a NaN factor: its split becomes a failed run while the others go on. When every
     matrix of the call fails, ``CholeskyError`` names the size and the last jitter tried.
 
+    Inside :func:`deferred_factor_checks` the factor is returned unchecked and its ``info`` recorded for
+    the caller's one check.
+
     Args:
         matrix: symmetric ``[..., n, n]``.
     """
     factor, info = torch.linalg.cholesky_ex(matrix)
+    if _deferred:
+        _deferred[-1].infos.append(info)
+        return factor
     if not info.any():
         return factor
     size, tried = matrix.shape[-1], 0.0

@@ -14,6 +14,13 @@ from torch import Tensor
 Generators = torch.Generator | Sequence[torch.Generator]
 
 
+def new_generators(seeds: Sequence[int], device: torch.device) -> list[torch.Generator]:
+    """One generator per seed, each at the start of its stream, on ``device`` (on the CPU for a device
+    that has no generators of its own, such as ``meta``: draws are then made there and moved)."""
+    where = device if device.type in ("cpu", "cuda") else torch.device("cpu")
+    return [torch.Generator(device=where).manual_seed(seed) for seed in seeds]
+
+
 def batch_shape(generators: Generators) -> tuple[int, ...]:
     """``()`` for one generator, ``(S,)`` for a sequence of S."""
     return () if isinstance(generators, torch.Generator) else (len(generators),)

@@ -12,6 +12,7 @@ from gpstudy.io import read_json
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
+from gpstudy.optim import adam, optimizer_step
 
 
 def pretrain_hyperparameters(
@@ -42,12 +43,10 @@ def pretrain_hyperparameters(
     """
     subset = draws.randperm(x.shape[-2], generators, x.device)[..., :subset_size]
     x_subset, y_subset = draws.take_rows(x, subset), draws.take_rows(y, subset)
-    optimizer = torch.optim.Adam([*kernel.parameters(), *likelihood.parameters()], lr=lr)
+    optimizer = adam([*kernel.parameters(), *likelihood.parameters()], lr, x.device)
     for _ in range(iterations):
-        optimizer.zero_grad()
-        loss = -log_marginal_likelihood(x_subset, y_subset, kernel, likelihood) / y_subset.shape[-1]
-        loss.sum().backward()
-        optimizer.step()
+        optimizer_step(optimizer, lambda: -log_marginal_likelihood(x_subset, y_subset, kernel, likelihood)
+                       / y_subset.shape[-1], generators)
 
 
 def hyperparameters_to_dict(kernel: Kernel, likelihood: Likelihood) -> dict[str, dict]:

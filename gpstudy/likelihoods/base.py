@@ -55,14 +55,14 @@ class Likelihood(nn.Module):
 
 def normal_quadrature(points: int, like: Tensor) -> tuple[Tensor, Tensor]:
     """Gauss-Hermite nodes z_i and weights w_i ``[points]`` (dtype and device of ``like``) with
-    E_{N(0, 1)} g(z) ~ sum_i w_i g(z_i); the weights sum to 1."""
-    nodes, weights = _hermite(points)
-    return (torch.as_tensor(nodes, dtype=like.dtype, device=like.device),
-            torch.as_tensor(weights, dtype=like.dtype, device=like.device))
+    E_{N(0, 1)} g(z) ~ sum_i w_i g(z_i); the weights sum to 1. Made once per size, dtype and device: a
+    training step copies nothing from the host."""
+    return _hermite(points, like.dtype, like.device)
 
 
 @cache
-def _hermite(points: int) -> tuple[np.ndarray, np.ndarray]:
-    """``normal_quadrature``'s nodes and weights in float64, computed once per size."""
+def _hermite(points: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    """``normal_quadrature``'s nodes and weights (computed in float64, then cast), once per argument."""
     nodes, weights = np.polynomial.hermite.hermgauss(points)  # int e^{-x^2} g(x) dx ~ sum_i weights_i g(nodes_i)
-    return nodes * math.sqrt(2), weights / math.sqrt(math.pi)
+    return (torch.as_tensor(nodes * math.sqrt(2), dtype=dtype, device=device),
+            torch.as_tensor(weights / math.sqrt(math.pi), dtype=dtype, device=device))

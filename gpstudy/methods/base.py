@@ -1,6 +1,6 @@
 """The interface every inference method implements, and what the network-based methods share."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -99,8 +99,11 @@ class Method(nn.Module):
         """The parameters one Adam trains: by default every parameter with ``requires_grad``."""
         return [p for p in self.parameters() if p.requires_grad]
 
-    def after_step(self, step: int) -> None:
-        """Called after each optimizer step; nothing to do by default."""
+    def natural_update(self) -> Callable[[], None] | None:
+        """An update of parameters that Adam does not train, computed from the gradients the loss left before
+        Adam steps (within the step's one host check, ``gpstudy.optim.optimizer_step``); the function
+        returned applies it after Adam's step. None (the default): no such update."""
+        return None
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Mean ``[*batch, n]`` and variance ``[*batch, n]`` of the latent f at ``x`` ``[*batch, n, D]``; for a

@@ -1,6 +1,6 @@
 """Orthogonally decoupled variational GP, ORTH and ORTHNAT (Salimbeni, Cheng, Boots and Deisenroth 2018)."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -180,14 +180,15 @@ class ODVGP(Method):
         expected = self.likelihood.expected_log_prob(y_batch, mean, variance, generators).sum(-1)
         return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl(chol_beta, whitened))
 
-    def after_step(self, step: int) -> None:
-        """ORTHNAT: the natural-gradient step on (a_beta, S) from the gradients the loss left, then clears them.
+    def natural_update(self) -> Callable[[], None] | None:
+        """ORTHNAT: the natural-gradient step on (a_beta, S) from the gradients the loss left (which it
+        clears), at the hyperparameters and bases those gradients were taken at; applied after Adam's step.
 
         dLoss/deta comes from those of (a_beta, raw L) by autograd through eta -> (a_beta, raw L), the
         inverse of ``to_expectation`` (as GPflow's ``NaturalGradient``).
         """
         if not self.config.natural_gradient or self.a_beta.grad is None or self.raw_scale.grad is None:
-            return
+            return None
         grads = (self.a_beta.grad, self.raw_scale.grad)
         self.a_beta.grad = self.raw_scale.grad = None
         with torch.no_grad():
@@ -200,5 +201,10 @@ class ODVGP(Method):
         with torch.no_grad():
             mean, chol = natural_step(mean.detach(), self.scale_tril, grad_mean, grad_second_moment,
                                       self.config.natural_step)
-            self.a_beta.copy_(torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1))
-            self.raw_scale.copy_(_raw_of_scale_tril(chol))
+            a_beta, raw_scale = torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1), _raw_of_scale_tril(chol)
+
+        def apply() -> None:
+            with torch.no_grad():
+                self.a_beta.copy_(a_beta)
+                self.raw_scale.copy_(raw_scale)
+        return apply

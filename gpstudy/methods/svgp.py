@@ -101,7 +101,7 @@ class SVGP(Method):
         self.inducing_inputs = nn.Parameter(inducing_inputs, requires_grad=config.learn_inducing_inputs)  # Z
         self.q_mean = nn.Parameter(inducing_inputs.new_zeros((*q_batch, num_inducing)))  # m, [*batch, (C,) M]
         self.raw_q_scale = nn.Parameter(raw_scale_tril(1.0, num_inducing, inducing_inputs, q_batch))
-        self._fixed_factor: tuple[list[Tensor], Tensor] | None = None  # (what L_Z was factored from, L_Z)
+        self._fixed_factor: tuple[list[tuple], Tensor] | None = None  # (identity of what L_Z came from, L_Z)
 
     @property
     def q_scale_tril(self) -> Tensor:
@@ -112,17 +112,19 @@ class SVGP(Method):
         """L_Z, the lower Cholesky factor of K_ZZ + jitter ``[*batch, M, M]``.
 
         Where Z or the kernel is trained, it is factored at each call. Where neither is, it is factored
-        once, outside autograd, and kept with a copy of what it came from (Z and the kernel's tensors,
-        with their devices and dtypes): it is factored again only when any of them has changed (a loaded
-        checkpoint, a move to another device, a value set by hand), so it never goes stale.
+        once, outside autograd, and kept with the identity of what it came from (Z's and the kernel's
+        tensors: storage, version counter, device, dtype, shape; nothing read on the host): it is
+        factored again when any of them has changed (a loaded checkpoint, a move to another device, a
+        value set by hand, in place or by a new tensor), so it never goes stale.
         """
         sources = [self.inducing_inputs, *self.kernel.parameters(), *self.kernel.buffers()]
         if any(source.requires_grad for source in sources):
             return kernel_scale_tril(self.kernel, self.inducing_inputs)
-        if self._fixed_factor is None or not _same_tensors(self._fixed_factor[0], sources):
+        key = [_identity(source) for source in sources]
+        if self._fixed_factor is None or self._fixed_factor[0] != key:
             with torch.no_grad():
                 factor = kernel_scale_tril(self.kernel, self.inducing_inputs)
-            self._fixed_factor = ([source.detach().clone() for source in sources], factor)
+            self._fixed_factor = (key, factor)
         return self._fixed_factor[1]
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -155,8 +157,7 @@ class SVGP(Method):
         return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence())
 
 
-def _same_tensors(kept: list[Tensor], current: list[Tensor]) -> bool:
-    """Whether ``current`` holds the values, devices and dtypes of ``kept``, tensor by tensor."""
-    return len(kept) == len(current) and all(
-        a.device == b.device and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-        for a, b in zip(kept, current))
+def _identity(tensor: Tensor) -> tuple:
+    """What changes whenever a tensor's values may have: its storage, version counter (bumped by every
+    in-place write, ``copy_`` and ``load_state_dict`` included), device, dtype and shape."""
+    return (tensor.data_ptr(), tensor._version, tensor.device, tensor.dtype, tuple(tensor.shape))

@@ -11,6 +11,7 @@ from torch import Tensor
 from gpstudy import generators as draws
 from gpstudy.io import atomic_path
 from gpstudy.methods import Method
+from gpstudy.optim import adam, optimizer_step
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,17 @@ class BatchSampler:
 
     def load_state_dict(self, state: dict) -> None:
         self.order, self.cursor = state["order"].to(self.order.device), state["cursor"]
+
+
+def train_iteration(method: Method, optimizer: torch.optim.Optimizer, sampler: BatchSampler, x_train: Tensor,
+                    y_train: Tensor, step: int, generators: draws.Generators) -> Tensor:
+    """Iteration ``step`` of training: the next minibatch, one optimizer step on the method's loss and its
+    own update (at most one host synchronisation: ``gpstudy.optim.optimizer_step``). Returns the loss
+    ``[*batch]``."""
+    batch = sampler.next()
+    x_batch, y_batch = draws.take_rows(x_train, batch), draws.take_rows(y_train, batch)
+    return optimizer_step(optimizer, lambda: method.loss(x_batch, y_batch, step, generators), generators,
+                          method.natural_update)
 
 
 def fit(
@@ -84,7 +96,7 @@ def fit(
         and metrics as lists, or floats when unbatched) and the training seconds (evaluation
         excluded, summed over resumed sessions).
     """
-    optimizer = torch.optim.Adam(method.adam_parameters(), lr=lr, fused=True)  # one pass over each tensor per step
+    optimizer = adam(method.adam_parameters(), lr, x_train.device)
     sampler = BatchSampler(x_train.shape[-2], batch_size, generators, x_train.device)
     start, curve, seconds = 1, [], 0.0
     state = _load(checkpoint, fingerprint, x_train.device) if checkpoint is not None else None
@@ -97,12 +109,7 @@ def fit(
         log.info("resumed from %s at iteration %d", checkpoint, start)
     tic = time.perf_counter()
     for step in range(start, iterations + 1):
-        batch = sampler.next()
-        loss = method.loss(draws.take_rows(x_train, batch), draws.take_rows(y_train, batch), step, generators)
-        optimizer.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        optimizer.step()
-        method.after_step(step)
+        loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators)
         if step % eval_every == 0 or step == iterations:
             seconds += _elapsed(tic, x_train.device)
             metrics = {key: value.tolist() for key, value in evaluate().items()}

@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from gpstudy import generators as draws
 from gpstudy.data import DataError, Split, load_split, non_finite
 from gpstudy.devices import GPU_LOCK_DIR, gpu_slot
 from gpstudy.gaussian import CholeskyError
@@ -64,7 +65,7 @@ class Problem:
 
     def new_generators(self) -> list[torch.Generator]:
         """One generator per split, seeded ``settings.seed + s``, at the start of its stream."""
-        return [torch.Generator(device=self.device).manual_seed(seed) for seed in self.seeds]
+        return draws.new_generators(self.seeds, self.device)
 
 
 def _stack(splits: list[Split], name: str) -> np.ndarray:

@@ -10,6 +10,7 @@ from gpstudy import settings
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import METHODS, Method, MethodConfig, build_method
+from gpstudy.optim import optimizer_step
 
 DTYPE = settings.DEFAULT_DTYPE
 N, D, BATCH = 40, 2, 10
@@ -37,11 +38,8 @@ def train(method: Method, data, steps: range, optimizer: torch.optim.Optimizer, 
     losses = []
     for step in steps:
         batch = slice((step * BATCH) % N, (step * BATCH) % N + BATCH)
-        optimizer.zero_grad()
-        loss = method.loss(x[batch], y[batch], step, generator)
-        loss.backward()
-        optimizer.step()
-        method.after_step(step)
+        loss = optimizer_step(optimizer, lambda: method.loss(x[batch], y[batch], step, generator), generator,
+                              method.natural_update)
         losses.append(loss.item())
     return losses
 

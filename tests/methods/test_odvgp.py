@@ -164,7 +164,7 @@ def test_a_natural_step_of_size_one_reaches_the_optimal_q_on_a_conjugate_problem
     set_q(method, a_gamma, torch.randn(6, generator=generator, dtype=DTYPE), random_lower(6, 2))
     gamma, beta = method.gamma.detach().clone(), method.beta.detach().clone()
     method.loss(x, y, 1, torch.Generator()).backward()
-    method.after_step(1)
+    method.natural_update()()
     assert method.a_beta.grad is None and method.raw_scale.grad is None  # cleared for the next iteration
     assert torch.equal(method.a_gamma, a_gamma) and torch.equal(method.gamma, gamma) and torch.equal(method.beta, beta)
     with torch.no_grad():
@@ -191,7 +191,7 @@ def test_a_natural_step_of_size_tau_moves_the_natural_parameters_a_fraction_tau_
         mean, cov = optimal_q(method, x, y)
         optimum = torch.linalg.inv(cov), torch.linalg.solve(cov, mean)
     method.loss(x, y, 1, torch.Generator()).backward()
-    method.after_step(1)
+    method.natural_update()()
     with torch.no_grad():
         for got, start, best in zip(natural_parameters(), before, optimum):
             torch.testing.assert_close(got, 0.7 * start + 0.3 * best, rtol=1e-6, atol=1e-6)

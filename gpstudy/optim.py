@@ -1,0 +1,48 @@
+"""One optimizer step with at most one host synchronisation: what every training loop runs per iteration."""
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import Tensor, nn
+
+from gpstudy import generators as draws
+from gpstudy.gaussian import deferred_factor_checks
+
+
+def adam(parameters: Iterable[nn.Parameter], lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam as every loop uses it: fused (one pass over each tensor per step) on the CPU and CUDA, with its
+    step counts on the device (``capturable``) on CUDA, so that no step reads a count on the host and the
+    step can be captured as a CUDA graph; the plain per-tensor loop elsewhere (the ``meta`` device)."""
+    if device.type in ("cpu", "cuda"):
+        return torch.optim.Adam(parameters, lr=lr, fused=True, capturable=device.type == "cuda")
+    return torch.optim.Adam(parameters, lr=lr, foreach=False)
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, objective: Callable[[], Tensor], generators: draws.Generators,
+                   natural_update: Callable[[], Callable[[], None] | None] = lambda: None) -> Tensor:
+    """Minimize ``objective()`` (summed over a batch of splits) by one step of ``optimizer``; return it.
+    ``natural_update`` (``Method.natural_update``) computes an update of its own from the gradient, and
+    the function it returns applies it after the optimizer's step.
+
+    The objective and its gradient run with their Cholesky checks deferred
+    (``gaussian.deferred_factor_checks``): nothing is read on the host until the gradient is queued, then
+    one read says whether any factor failed. If one did, the step is run again from the same random
+    draws (the generators are rewound) with every factor checked at once, so that a failed matrix gets
+    its jitter (or its split's NaN) exactly as without deferral, and only then is the optimizer stepped.
+    """
+    def gradient() -> tuple[Tensor, Callable[[], None] | None]:
+        loss = objective()
+        optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        return loss, natural_update()
+
+    rewind = draws.get_state(generators)
+    with deferred_factor_checks() as checks:
+        loss, update = gradient()
+    if checks.any_failed():  # the step's one host synchronisation
+        draws.set_state(generators, rewind)
+        loss, update = gradient()
+    optimizer.step()
+    if update is not None:
+        update()
+    return loss
