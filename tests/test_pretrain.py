@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from gpstudy import settings
+from gpstudy.host_sync import HostSyncCounter
 from gpstudy.kernels import KERNELS, RBF, build_kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
@@ -79,3 +80,13 @@ def test_every_kernel_round_trips_as_a_batch(name):
     load_hyperparameters(kernels[1], likelihoods[1], stack_hyperparameters(per_split))
     for restored, original in zip(kernels[1].state_dict().values(), kernels[0].state_dict().values()):
         torch.testing.assert_close(restored, original, rtol=0, atol=0)
+
+
+def test_a_pretraining_iteration_synchronises_with_the_host_once():
+    x, y = draw_from_a_known_gp(40)
+    kernel, likelihood = RBF(1), GaussianLikelihood(0.1)
+    run = dict(subset_size=30, lr=0.01, generators=torch.Generator().manual_seed(0))
+    pretrain_hyperparameters(x, y, kernel, likelihood, iterations=2, **run)  # warm-up
+    with HostSyncCounter() as counter:
+        pretrain_hyperparameters(x, y, kernel, likelihood, iterations=5, **run)
+    assert counter.unexpected() == [] and len(counter.events) == 5, counter.summary()

@@ -24,16 +24,31 @@ class _Block(nn.Module):
     """The authors' ``conv_res_block``: relu(conv3x3(relu(conv3x3_stride(h))) + shortcut(h)), the
     shortcut a 3x3 strided conv where the block strides or changes the width, else h."""
 
-    def __init__(self, channels_in: int, channels_out: int, stride: int, dtype: torch.dtype):
+    def __init__(self, channels_in: int, channels_out: int, stride: int, like: dict[str, Any]):
         super().__init__()
-        self.first = nn.Conv2d(channels_in, channels_out, 3, stride, padding=1, dtype=dtype)
-        self.second = nn.Conv2d(channels_out, channels_out, 3, 1, padding=1, dtype=dtype)
+        self.first = nn.Conv2d(channels_in, channels_out, 3, stride, padding=1, **like)
+        self.second = nn.Conv2d(channels_out, channels_out, 3, 1, padding=1, **like)
         resize = stride != 1 or channels_in != channels_out
-        self.shortcut = nn.Conv2d(channels_in, channels_out, 3, stride, padding=1, dtype=dtype) if resize else None
+        self.shortcut = nn.Conv2d(channels_in, channels_out, 3, stride, padding=1, **like) if resize else None
 
     def forward(self, h: Tensor) -> Tensor:
         shortcut = h if self.shortcut is None else self.shortcut(h)
         return (self.second(self.first(h).relu()) + shortcut).relu()
+
+
+def _glorot_uniform(weight: Tensor, generator: torch.Generator) -> Tensor:
+    """U(-a, a) draws of ``weight``'s shape, a = sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio 2010,
+    TensorFlow's default initializer; fans as ``torch.nn.init``'s)."""
+    fan_in, fan_out = nn.init._calculate_fan_in_and_fan_out(weight)
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    return bound * (2 * draws.rand(tuple(weight.shape), generator, weight) - 1)
+
+
+def _truncated_normal(like: Tensor, std: float, generator: torch.Generator) -> Tensor:
+    """N(0, std^2) draws of ``like``'s shape truncated at 2 std, by the inverse CDF of uniform draws."""
+    low, high = (0.5 * (1 + math.erf(bound / math.sqrt(2))) for bound in (-2.0, 2.0))  # Phi(-2), Phi(2)
+    uniform = low + (high - low) * draws.rand(tuple(like.shape), generator, like)
+    return std * math.sqrt(2) * torch.erfinv(2 * uniform - 1)
 
 
 class NTK(InferenceNetwork):
@@ -112,30 +127,28 @@ class NTK(InferenceNetwork):
         if len(image_shape) != 3 or math.prod(image_shape) != kernel.input_dim:
             raise ValueError(f"NTK: image_shape {image_shape} (C, H, W) does not hold the kernel's "
                              f"{kernel.input_dim} inputs; pass image_shape")
-        dtype = kernel.variance.dtype
+        like = {"dtype": kernel.variance.dtype, "device": kernel.variance.device}  # every parameter where the run is
         self.image_shape, self.output_tanh, self.classes = image_shape, output_tanh, classes
         layers, channels, height, width = [], image_shape[0], *image_shape[1:]
-        layers.append(nn.Conv2d(channels, filters[0], 3, padding=1, dtype=dtype))
+        layers.append(nn.Conv2d(channels, filters[0], 3, padding=1, **like))
         channels = filters[0]
         for out, stride in zip(filters, strides):
-            layers.append(_Block(channels, out, stride, dtype))
+            layers.append(_Block(channels, out, stride, like))
             channels, height, width = out, (height - 1) // stride + 1, (width - 1) // stride + 1
-        layers += [nn.Flatten(), nn.Linear(channels * height * width, dense_units, dtype=dtype), nn.ReLU()]
+        layers += [nn.Flatten(), nn.Linear(channels * height * width, dense_units, **like), nn.ReLU()]
         self.trunk = nn.Sequential(*layers)
-        for module in self.trunk.modules():
-            if isinstance(module, nn.Conv2d | nn.Linear):
-                nn.init.xavier_uniform_(module.weight, generator=generators)
-                nn.init.zeros_(module.bias)
         shapes = {"hidden_weight": (classes, dense_units, hidden_units), "hidden_bias": (classes, hidden_units),
                   "output_weight": (classes, hidden_units), "output_bias": (classes,)}
-        self.mean = nn.ParameterDict({name: nn.Parameter(torch.zeros(shape, dtype=dtype))
-                                      for name, shape in shapes.items()})
-        self.log_std = nn.ParameterDict({name: nn.Parameter(torch.full(shape, LOG_STD_INIT, dtype=dtype))
+        self.mean = nn.ParameterDict({name: nn.Parameter(torch.zeros(shape, **like)) for name, shape in shapes.items()})
+        self.log_std = nn.ParameterDict({name: nn.Parameter(torch.full(shape, LOG_STD_INIT, **like))
                                          for name, shape in shapes.items()})
         with torch.no_grad():
+            for module in self.trunk.modules():
+                if isinstance(module, nn.Conv2d | nn.Linear):
+                    module.weight.copy_(_glorot_uniform(module.weight, generators))
+                    module.bias.zero_()
             for name in ("hidden_weight", "output_weight"):
-                nn.init.trunc_normal_(self.mean[name], std=MEAN_INIT_STD, a=-2 * MEAN_INIT_STD,
-                                      b=2 * MEAN_INIT_STD, generator=generators)
+                self.mean[name].copy_(_truncated_normal(self.mean[name], MEAN_INIT_STD, generators))
 
     @classmethod
     def from_options(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,

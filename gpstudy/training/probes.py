@@ -96,16 +96,16 @@ class ProbeRun:
 def probe_data(kind: str, splits: int, seed: int = 0) -> tuple[Tensor, Tensor]:
     """Synthetic float64 data ``[splits, N, D']`` and ``[splits, N]`` of a kind: a smooth regression,
     binary labels, ``CLASSES`` labels, or flat ``IMAGE_SHAPE`` images whose class lights up a row."""
-    generator = torch.Generator().manual_seed(seed)
+    generator, like = draws.new_generators([seed], torch.device("cpu"))[0], torch.empty(0, dtype=torch.float64)
     if kind == "images":
         labels = torch.arange(N).remainder(CLASSES).expand(splits, N)
         rows = torch.nn.functional.one_hot(labels, IMAGE_SHAPE[1]).to(torch.float64)  # [S, N, H]
         x = (2 * rows.unsqueeze(-1).expand(splits, N, *IMAGE_SHAPE[1:]) - 1).reshape(splits, N, -1)
-        return x + 0.3 * torch.randn(x.shape, generator=generator, dtype=torch.float64), labels.to(torch.float64)
-    x = torch.randn(splits, N, D, generator=generator, dtype=torch.float64)
+        return x + 0.3 * draws.randn(tuple(x.shape), generator, like), labels.to(torch.float64)
+    x = draws.randn((splits, N, D), generator, like)
     latent = torch.sin(2 * x[..., 0]) + x[..., 1]
     if kind == "regression":
-        return x, latent + 0.1 * torch.randn(latent.shape, generator=generator, dtype=torch.float64)
+        return x, latent + 0.1 * draws.randn(tuple(latent.shape), generator, like)
     if kind == "binary":
         return x, (latent > 0).to(torch.float64)
     if kind == "classes":

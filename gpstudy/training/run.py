@@ -150,8 +150,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
                             problem.new_generators())
 
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    fingerprint = json.dumps({"settings": asdict(settings), "splits": {s: _digest(split) for s, split in splits.items()},
-                              "hyperparameters": hyperparameters, "code": source_digest()}, sort_keys=True, default=str)
+    fingerprint = run_fingerprint(settings, splits, hyperparameters)
     curve, seconds = fit(method, problem.x_train, problem.y_train, iterations=settings.iterations,
                          batch_size=settings.batch_size, lr=settings.lr, generators=problem.generators,
                          evaluate=evaluate, eval_every=settings.eval_every, checkpoint=checkpoint,
@@ -173,6 +172,14 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
                       "status": _status(split_curve, ("objective", *metrics)),
                       "hyperparameters": {name: values[index] for name, values in readable.items()}}
     return results
+
+
+def run_fingerprint(settings: RunSettings, splits: dict[int, Split], hyperparameters: dict[int, dict] | None) -> str:
+    """What a checkpoint belongs to: the settings (the device by its type: a rerun on another GPU of the
+    same kind resumes), the splits' data, the starting hyperparameters and the package's code."""
+    described = {**asdict(settings), "device": settings.torch_device().type}
+    return json.dumps({"settings": described, "splits": {s: _digest(split) for s, split in splits.items()},
+                       "hyperparameters": hyperparameters, "code": source_digest()}, sort_keys=True, default=str)
 
 
 def _digest(split: Split) -> str:

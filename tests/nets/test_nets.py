@@ -191,3 +191,26 @@ def test_every_registered_network_builds_through_one_path(name):
             network_class.build(kernel(), torch.Generator(), latent_dim=3, **common)
     with pytest.raises(ValueError, match=f"network_options of network {name!r}"):
         network_class.build(kernel(), torch.Generator(), latent_dim=1, **(common | {"options": {"unknown": 1}}))
+
+
+META_BUILDS = {  # every registered network: (kernel it starts from, latents, its own options), tiny
+    "rfe": (lambda: RBF(2), 1, {}),
+    "ntk": (lambda: CNNGP(16, image_shape=(1, 4, 4)), 3, {"filters": [2, 2], "strides": [1, 2], "dense_units": 8}),
+}
+
+
+def test_every_network_has_a_meta_build():
+    assert set(META_BUILDS) == set(REGISTERED)
+
+
+@pytest.mark.parametrize("name", sorted(META_BUILDS))
+def test_every_network_builds_its_parameters_on_the_kernels_device(name):
+    """On ``meta`` (no values, no mixing with the CPU): a parameter made on the CPU, or a draw made by a
+    generator of another device, would show here as it crashes a CUDA run."""
+    make_kernel, latents, options = META_BUILDS[name]
+    kernel = make_kernel().to("meta")
+    network = REGISTERED[name].build(kernel, draws.new_generators([0], torch.device("meta")), latent_dim=latents,
+                                     hidden_units=4, live_variance=False, options=options)
+    assert {tensor.device.type for tensor in [*network.parameters(), *network.buffers()]} == {"meta"}
+    mean, factor = network(torch.empty(1, 5, kernel.input_dim, dtype=DTYPE, device="meta"))
+    assert mean.device.type == factor.device.type == "meta"

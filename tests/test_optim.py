@@ -1,0 +1,80 @@
+"""One optimizer step reads the host once; a failed factor reruns the step with the numbers of an eager step."""
+
+import torch
+
+from gpstudy import generators as draws
+from gpstudy.gaussian import cholesky
+from gpstudy.host_sync import HostSyncCounter
+from gpstudy.optim import adam, optimizer_step
+
+DTYPE = torch.float64
+
+
+def problem(singular_split: bool):
+    """A batch of two 3x3 covariances from a parameter, split 1's indefinite (its Cholesky needs jitter) if
+    asked, and an objective that draws noise from each split's generator."""
+    parameter = torch.nn.Parameter(torch.tensor([[1.0, 0.5, 0.2], [0.3, 0.1, 0.4]], dtype=DTYPE))
+    generators = draws.new_generators([0, 1], torch.device("cpu"))
+
+    def objective() -> torch.Tensor:
+        noise = draws.randn((3,), generators, parameter)
+        base = torch.eye(3, dtype=DTYPE).expand(2, 3, 3).clone()
+        if singular_split:
+            base[1] = torch.ones(3, 3, dtype=DTYPE) - 1e-6 * torch.eye(3, dtype=DTYPE)  # rank one, slightly under
+        factor = cholesky(base + 1e-9 * torch.diag_embed(parameter.square()))
+        return (factor.diagonal(dim1=-2, dim2=-1).log().sum(-1) + (parameter * noise).square().sum(-1))
+
+    return parameter, generators, objective
+
+
+def eager_step(singular_split: bool) -> tuple[torch.Tensor, torch.Tensor, list]:
+    parameter, generators, objective = problem(singular_split)
+    optimizer = adam([parameter], 0.1, parameter.device)
+    optimizer.zero_grad()
+    loss = objective()
+    loss.sum().backward()
+    optimizer.step()
+    return loss.detach(), parameter.detach().clone(), draws.get_state(generators)
+
+
+def deferred_step(singular_split: bool) -> tuple[torch.Tensor, torch.Tensor, list, HostSyncCounter]:
+    parameter, generators, objective = problem(singular_split)
+    optimizer = adam([parameter], 0.1, parameter.device)
+    with HostSyncCounter() as counter:
+        loss = optimizer_step(optimizer, objective, generators)
+    return loss.detach(), parameter.detach().clone(), draws.get_state(generators), counter
+
+
+def test_a_step_reads_the_host_once_and_equals_an_eager_step():
+    loss, parameter, state, counter = deferred_step(singular_split=False)
+    assert [event.deliberate for event in counter.events] == [True], counter.summary()
+    eager_loss, eager_parameter, eager_state = eager_step(singular_split=False)
+    assert torch.equal(loss, eager_loss) and torch.equal(parameter, eager_parameter)
+    assert all(torch.equal(a, b) for a, b in zip(state, eager_state))
+
+
+def test_a_failed_factor_reruns_the_step_from_the_same_draws_with_the_eager_numbers():
+    loss, parameter, state, counter = deferred_step(singular_split=True)
+    eager_loss, eager_parameter, eager_state = eager_step(singular_split=True)
+    assert torch.isfinite(loss).all()  # split 1 was saved by jitter, as eagerly
+    assert torch.equal(loss, eager_loss) and torch.equal(parameter, eager_parameter)
+    assert all(torch.equal(a, b) for a, b in zip(state, eager_state))  # the draws were made once, not twice
+    assert counter.events[0].deliberate and len(counter.unexpected()) > 0  # the slow path reads as it retries
+
+
+def test_a_natural_update_is_computed_before_and_applied_after_the_optimizers_step():
+    parameter, generators, objective = problem(singular_split=False)
+    other = torch.nn.Parameter(torch.zeros(2, dtype=DTYPE))
+    seen = []
+
+    def natural_update():
+        seen.append(parameter.detach().clone())  # before Adam moved it
+
+        def apply() -> None:
+            with torch.no_grad():
+                other.add_(1.0)
+        return apply
+
+    optimizer_step(adam([parameter], 0.1, parameter.device), objective, generators, natural_update)
+    assert not torch.equal(seen[0], parameter.detach())
+    assert torch.equal(other.detach(), torch.ones(2, dtype=DTYPE))

@@ -1,0 +1,23 @@
+"""What a checkpoint belongs to: a rerun on another GPU of the same kind resumes; another device type does not."""
+
+from dataclasses import replace
+
+import numpy as np
+
+from gpstudy.data import Split
+from gpstudy.training.run import run_fingerprint
+
+
+def split() -> Split:
+    rng = np.random.default_rng(0)
+    return Split(x_train=rng.normal(size=(8, 2)), y_train=rng.normal(size=8), x_test=rng.normal(size=(4, 2)),
+                 y_test=rng.normal(size=4), x_mean=np.zeros(2), x_std=np.ones(2), y_mean=0.0, y_std=1.0)
+
+
+def test_the_fingerprint_holds_the_device_type_not_the_gpu_index(settings_for):
+    settings, splits = settings_for("svgp", 4), {0: split()}
+    on = {device: run_fingerprint(replace(settings, device=device), splits, None)
+          for device in ("cuda:0", "cuda:1", "cuda", "cpu")}
+    assert on["cuda:0"] == on["cuda:1"] == on["cuda"]
+    assert on["cpu"] != on["cuda"]
+    assert run_fingerprint(replace(settings, dtype="float32", device="cpu"), splits, None) != on["cpu"]
