@@ -48,6 +48,13 @@ def _solve_triangular_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -
     return torch.Size(batch).numel() * n * n * k
 
 
+@register_flop_formula(aten.cholesky_inverse)
+def _cholesky_inverse_flops(a_shape, *args, out_shape=None, **kwargs) -> int:
+    """2 n^3: CUDA's, two triangular solves of the identity (LAPACK's potri on a CPU does 2 n^3 / 3)."""
+    *batch, n, _ = a_shape
+    return torch.Size(batch).numel() * 2 * n**3
+
+
 @register_flop_formula(aten.cholesky_solve)
 def _cholesky_solve_flops(b_shape, a_shape, *args, out_shape=None, **kwargs) -> int:
     *batch, n, k = out_shape
