@@ -15,10 +15,10 @@ from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 from gpstudy.methods import METHODS, MethodConfig
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every run
-DTYPES = {  # training.dtype -> (data, parameters and every kernel matrix, factor, solve and KL; the RFE
-    "float64": (torch.float64, torch.float64),  # network's feature products: features, Phi m, Phi L, the Gram)
+DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
+    "float64": (torch.float64, torch.float64),
     "float32": (torch.float32, torch.float32),
-    "mixed": (torch.float64, torch.float32),
+    "mixed": (torch.float64, torch.float32),  # the RFE's phi(x), Phi m, Phi L and every network's Gram in float32
 }
 
 
