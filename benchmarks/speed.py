@@ -1,6 +1,6 @@
 """Seconds, FLOPs and kernel launches per training iteration of each method (issue: speed).
 
-For svgp, gpnet and fbnn at M in {100, 500} (batch 500, D = 8, float64, RFE with 1000 hidden units,
+For svgp, gpnet and fbnn at M in {100, 500} (batch 500, D = 8, RFE with 1000 hidden units,
 the study's settings; ``--methods`` takes any registered method or config variant, e.g. orth orthnat autogp) it runs the real training loop (``gpstudy.training.fit``) on S splits at once
 and prints, per row: seconds per iteration, GFLOP per iteration (matrix products, Cholesky factors and
 triangular solves, forward and backward, counted by ``torch.utils.flop_counter``), the achieved
@@ -8,6 +8,10 @@ GFLOP/s and its share of a ``torch.mm`` rate measured in the same run, and the o
 per iteration (about one kernel launch each on a GPU). Per-iteration cost must not grow with N.
 
     python benchmarks/speed.py [--device cpu|cuda] [--threads K] [--splits 1 20] [--iterations 10]
+                               [--dtype float64 mixed]
+
+``--dtype`` takes ``training.dtype`` values (float64, float32, mixed: the RFE network's feature
+products in float32, the rest float64); every row is timed in each.
 
 With ``--splits 1 20`` every row is timed for one split and for a batch of 20, and ``batch/one``
 says what the batch costs per iteration relative to one split alone.
@@ -24,11 +28,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
 from gpstudy.config import load_config
-from gpstudy.kernels import RBF
-from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import build_method
 from gpstudy.training import fit, run_settings
+from gpstudy.training.settings import DTYPES
 
 STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # the methods' default options
 
@@ -46,6 +49,13 @@ def _cholesky_flops(a_shape, *args, out_shape=None, **kwargs) -> int:
 def _solve_triangular_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     *batch, n, k = out_shape
     return torch.Size(batch).numel() * n * n * k
+
+
+@register_flop_formula(aten.cholesky_inverse)
+def _cholesky_inverse_flops(a_shape, *args, out_shape=None, **kwargs) -> int:
+    """2 n^3: CUDA's, two triangular solves of the identity (LAPACK's potri on a CPU does 2 n^3 / 3)."""
+    *batch, n, _ = a_shape
+    return torch.Size(batch).numel() * 2 * n**3
 
 
 @register_flop_formula(aten.cholesky_solve)
@@ -66,14 +76,15 @@ class OperatorCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def build(method_name: str, M: int, n: int, splits: int, device: torch.device):
-    """A method on ``splits`` synthetic splits of ``n`` points, with its data and generators."""
+def build(method_name: str, M: int, n: int, splits: int, device: torch.device, dtype: str = "float64"):
+    """A method on ``splits`` synthetic splits of ``n`` points, with its data and generators, in
+    ``dtype`` (a ``training.dtype``)."""
     generators = [torch.Generator(device=device).manual_seed(s) for s in range(splits)]
-    x = torch.randn(splits, n, D, dtype=torch.float64, device=device, generator=generators[0])
+    settings = run_settings(STUDY, None, method=method_name, M=M, dtype=dtype)  # a registered method or a variant
+    x = torch.randn(splits, n, D, dtype=settings.torch_dtype(), device=device, generator=generators[0])
     y = torch.sin(x.sum(-1))
-    kernel = RBF(D, batch_shape=(splits,)).to(device)
-    likelihood = GaussianLikelihood(batch_shape=(splits,)).to(device)
-    settings = run_settings(STUDY, None, method=method_name, M=M)  # a registered method or a variant
+    kernel = settings.build_kernel(D, (splits,)).to(device)
+    likelihood = settings.build_likelihood((splits,)).to(device)
     network = {"hidden_units": HIDDEN, "measurement": "train"} if "hidden_units" in settings.options else {}
     config = replace(settings, options={**settings.options, **network}).method_config(n)
     return build_method(settings.method, x, y, kernel, likelihood, config, generators).to(device), x, y, generators
@@ -84,9 +95,10 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(method_name: str, M: int, n: int, splits: int, iterations: int, device: torch.device) -> dict:
-    """Seconds, FLOPs and operators of one iteration of ``fit`` (after one warm-up iteration)."""
-    method, x, y, generators = build(method_name, M, n, splits, device)
+def measure(method_name: str, M: int, n: int, splits: int, iterations: int, device: torch.device,
+            dtype: str = "float64") -> dict:
+    """Seconds, FLOPs and operators of one iteration of ``fit`` (after one warm-up iteration) in ``dtype``."""
+    method, x, y, generators = build(method_name, M, n, splits, device, dtype)
     run = dict(batch_size=BATCH, lr=0.003, generators=generators, evaluate=dict, eval_every=10**9)
     fit(method, x, y, iterations=1, **run)  # warm-up: allocations, kernels
     _, seconds = fit(method, x, y, iterations=iterations, **run)
@@ -97,10 +109,10 @@ def measure(method_name: str, M: int, n: int, splits: int, iterations: int, devi
             "operators": sum(operators.counts.values())}
 
 
-def mm_rate(device: torch.device, repeats: int = 5) -> float:
-    """GFLOP/s of a float64 [1000, 2000] x [2000, 2000] torch.mm, the shape of the RFE products."""
-    a = torch.randn(1000, 2000, dtype=torch.float64, device=device)
-    b = torch.randn(2000, 2000, dtype=torch.float64, device=device)
+def mm_rate(device: torch.device, repeats: int = 5, dtype: torch.dtype = torch.float64) -> float:
+    """GFLOP/s of a [1000, 2000] x [2000, 2000] torch.mm in ``dtype``, the shape of the RFE products."""
+    a = torch.randn(1000, 2000, dtype=dtype, device=device)
+    b = torch.randn(2000, 2000, dtype=dtype, device=device)
     a @ b
     synchronize(device)
     tic = time.perf_counter()
@@ -119,6 +131,8 @@ def main() -> None:
     parser.add_argument("--splits", type=int, nargs="+", default=[1], help="splits trained as one batch")
     parser.add_argument("--methods", nargs="+", default=["svgp", "gpnet", "fbnn"])
     parser.add_argument("--M", type=int, nargs="+", default=[100, 500])
+    parser.add_argument("--dtype", nargs="+", default=["float64"], choices=sorted(DTYPES),
+                        help="training.dtype values to time each row in")
     parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
                         help="keep freed memory for reuse, as training jobs do (gpstudy.memory), or glibc's default")
     args = parser.parse_args()
@@ -128,24 +142,27 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
-    rate = mm_rate(device)
-    print(f"device: {name}; batch {BATCH}, D {D}, RFE {HIDDEN} hidden units, float64, torch {torch.__version__}, "
+    rate = mm_rate(device)  # float64's: "of mm" says how much of the float64 rate a row reaches
+    print(f"device: {name}; batch {BATCH}, D {D}, RFE {HIDDEN} hidden units, torch {torch.__version__}, "
           f"malloc {args.malloc}")
-    print(f"torch.mm [1000, 2000] x [2000, 2000]: {rate:.1f} GFLOP/s")
-    print(f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'s/it':>8s} {'GFLOP/it':>9s} {'GFLOP/s':>8s} "
-          f"{'of mm':>6s} {'ops/it':>7s} {'batch/one':>9s}")
+    print(f"torch.mm [1000, 2000] x [2000, 2000]: float64 {rate:.1f} GFLOP/s, "
+          f"float32 {mm_rate(device, dtype=torch.float32):.1f} GFLOP/s")
+    print(f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'dtype':>7s} {'s/it':>8s} {'GFLOP/it':>9s} "
+          f"{'GFLOP/s':>8s} {'of mm':>6s} {'ops/it':>7s} {'batch/one':>9s}")
     for method in args.methods:
         for M in args.M:
             for n in args.sizes:
-                one = None
-                for splits in args.splits:
-                    row = measure(method, M, n, splits, args.iterations, device)
-                    if splits == 1:
-                        one = row["seconds"]
-                    achieved = row["flops"] / row["seconds"] / 1e9
-                    ratio = f"{row['seconds'] / one:9.2f}" if one and splits > 1 else f"{'':9s}"
-                    print(f"{method:7s} {M:4d} {n:6d} {splits:6d} {row['seconds']:8.4f} {row['flops'] / 1e9:9.2f} "
-                          f"{achieved:8.1f} {achieved / rate:6.0%} {row['operators']:7d} {ratio}", flush=True)
+                for dtype in args.dtype:
+                    one = None
+                    for splits in args.splits:
+                        row = measure(method, M, n, splits, args.iterations, device, dtype)
+                        if splits == 1:
+                            one = row["seconds"]
+                        achieved = row["flops"] / row["seconds"] / 1e9
+                        ratio = f"{row['seconds'] / one:9.2f}" if one and splits > 1 else f"{'':9s}"
+                        print(f"{method:7s} {M:4d} {n:6d} {splits:6d} {dtype:>7s} {row['seconds']:8.4f} "
+                              f"{row['flops'] / 1e9:9.2f} {achieved:8.1f} {achieved / rate:6.0%} "
+                              f"{row['operators']:7d} {ratio}", flush=True)
 
 
 if __name__ == "__main__":

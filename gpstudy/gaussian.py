@@ -239,36 +239,56 @@ def kl_divergence(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor
 class _CovarianceKL(torch.autograd.Function):
     """KL[N(m_q, S_q) || N(m_p, S_p)] from full covariances, with closed-form gradients:
     dS_q = (S_p^-1 - S_q^-1) / 2, dm_q = -dm_p = S_p^-1 d and
-    dS_p = (S_p^-1 - S_p^-1 (S_q + d d^T) S_p^-1) / 2, with d = m_q - m_p."""
+    dS_p = (S_p^-1 - S_p^-1 (S_q + d d^T) S_p^-1) / 2, with d = m_q - m_p.
+
+    dS_q is a difference of two inverses: where S_q needs a gradient both are formed (``cholesky_inverse``,
+    2 n^3 each on CUDA), and the forward's trace is then the elementwise sum of S_p^-1 * S_q. Otherwise
+    nothing is inverted: the value comes from A = L_p^-1 L_q and w = L_p^-1 d (triangular solves), and
+    dS_p = L_p^-T (I - A A^T - w w^T) L_p^-1 / 2 from two more (5.2 n^3 in all instead of 6.7 n^3).
+    """
 
     @staticmethod
     def forward(ctx, mean_q: Tensor, cov_q: Tensor, mean_p: Tensor, cov_p: Tensor) -> Tensor:
         chol_q, chol_p = cholesky(cov_q), cholesky(cov_p)
-        precision_p = torch.cholesky_inverse(chol_p)
-        alpha = (precision_p @ (mean_q - mean_p).unsqueeze(-1)).squeeze(-1)  # S_p^-1 d
-        quadratic = (precision_p * cov_q).sum((-2, -1)) + ((mean_q - mean_p) * alpha).sum(-1)
-        ctx.save_for_backward(cov_q, chol_q, precision_p, alpha)
+        difference = (mean_q - mean_p).unsqueeze(-1)  # d, [..., n, 1]
+        if ctx.needs_input_grad[1]:  # dS_q needs S_p^-1 itself
+            precision_p, whitened_scale, whitened_mean = torch.cholesky_inverse(chol_p), None, None
+            trace = (precision_p * cov_q).sum((-2, -1))
+            alpha = precision_p @ difference  # S_p^-1 d
+        else:
+            precision_p = None
+            whitened_scale = solve_lower(chol_p, chol_q)  # A = L_p^-1 L_q
+            whitened_mean = solve_lower(chol_p, difference)  # w = L_p^-1 d
+            trace = whitened_scale.square().sum((-2, -1))
+            alpha = torch.linalg.solve_triangular(chol_p.mT, whitened_mean, upper=True)  # L_p^-T w = S_p^-1 d
+        quadratic = trace + (difference * alpha).sum((-2, -1))
+        ctx.save_for_backward(chol_q, chol_p, precision_p, whitened_scale, whitened_mean, alpha)
         return 0.5 * (quadratic - mean_q.shape[-1]) + _half_log_det(chol_p) - _half_log_det(chol_q)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
-        cov_q, chol_q, precision_p, alpha = ctx.saved_tensors
+        chol_q, chol_p, precision_p, whitened_scale, whitened_mean, alpha = ctx.saved_tensors
         scale = 0.5 * grad[..., None, None]
-        grad_mean = grad.unsqueeze(-1) * alpha
+        grad_mean = grad.unsqueeze(-1) * alpha.squeeze(-1)
         grad_cov_q = grad_cov_p = None
         if ctx.needs_input_grad[1]:
             grad_cov_q = scale * (precision_p - torch.cholesky_inverse(chol_q))
-        if ctx.needs_input_grad[3]:
-            spread = precision_p @ cov_q @ precision_p + alpha.unsqueeze(-1) * alpha.unsqueeze(-2)
+        if ctx.needs_input_grad[3] and precision_p is not None:  # S_p^-1 S_q S_p^-1 = (S_p^-1 L_q)(S_p^-1 L_q)^T
+            spread = _symmetric_product(precision_p @ chol_q) + alpha @ alpha.mT
             grad_cov_p = scale * (precision_p - spread)
+        elif ctx.needs_input_grad[3]:  # L_p^-T (I - A A^T - w w^T) L_p^-1
+            inner = add_diagonal(-_symmetric_product(whitened_scale) - whitened_mean @ whitened_mean.mT, 1.0)
+            left = torch.linalg.solve_triangular(chol_p.mT, inner, upper=True)  # L_p^-T (...)
+            grad_cov_p = scale * torch.linalg.solve_triangular(chol_p, left, upper=False, left=False)
         return grad_mean, grad_cov_q, -grad_mean, grad_cov_p
 
 
 def kl_divergence_of_covariances(mean_q: Tensor, cov_q: Tensor, mean_p: Tensor, cov_p: Tensor) -> Tensor:
     """KL[N(mean_q, cov_q) || N(mean_p, cov_p)] ``[...]`` from full covariances (``cholesky`` of each).
 
-    Its backward is closed form, one inverse per covariance, instead of differentiating two Cholesky
-    factors and a triangular solve: about half the work of the autograd path (FBNN's whole objective).
+    Its backward is closed form instead of differentiating two Cholesky factors and a triangular
+    solve: about half the work of the autograd path (FBNN's whole objective). An inverse is formed
+    only where the gradient is one (``cov_q``'s: S_p^-1 - S_q^-1); see ``_CovarianceKL``.
     """
     return _CovarianceKL.apply(mean_q, cov_q, mean_p, cov_p)
 

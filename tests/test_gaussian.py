@@ -27,10 +27,14 @@ from gpstudy.gaussian import (
 DTYPE = settings.DEFAULT_DTYPE
 
 
+def random_spd_of(root: torch.Tensor) -> torch.Tensor:
+    """root root^T / n + I / 2 ``[*batch, n, n]`` from a ``[*batch, n, n]`` root."""
+    return root @ root.mT / root.shape[-1] + 0.5 * torch.eye(root.shape[-1], dtype=DTYPE)
+
+
 def random_spd(generator: torch.Generator, *shape: int) -> torch.Tensor:
     """A well-conditioned random SPD matrix of shape [*batch, n, n]."""
-    factor = torch.randn(*shape, generator=generator, dtype=DTYPE)
-    return factor @ factor.mT / shape[-1] + 0.5 * torch.eye(shape[-1], dtype=DTYPE)
+    return random_spd_of(torch.randn(*shape, generator=generator, dtype=DTYPE))
 
 
 @pytest.fixture
@@ -183,14 +187,19 @@ def test_tempered_target_matches_brute_force_joint_conditioning(generator, beta)
     torch.testing.assert_close(cov, posterior_cov[n:, n:])
 
 
-@pytest.mark.parametrize("grad_of_p", [False, True])
-def test_kl_of_covariances_matches_the_factor_form_and_its_gradients(generator, grad_of_p):
+GRADIENT_CASES = [(True, False), (True, True), (False, True), (False, False)]  # (cov_q, cov_p) need a gradient
+
+
+@pytest.mark.parametrize(("grad_of_q", "grad_of_p"), GRADIENT_CASES)
+def test_kl_of_covariances_matches_the_factor_form_and_its_gradients(generator, grad_of_q, grad_of_p):
+    """Each path of the closed form (inverses where cov_q has a gradient, triangular solves otherwise)."""
     mean_q, mean_p = (torch.randn(2, 4, generator=generator, dtype=DTYPE).requires_grad_(True) for _ in range(2))
-    cov_q = random_spd(generator, 2, 4, 4).requires_grad_(True)
+    cov_q = random_spd(generator, 2, 4, 4).requires_grad_(grad_of_q)
     cov_p = random_spd(generator, 2, 4, 4).requires_grad_(grad_of_p)
     closed = gaussian.kl_divergence_of_covariances(mean_q, cov_q, mean_p, cov_p)
     reference = kl_divergence(mean_q, torch.linalg.cholesky(cov_q), mean_p, torch.linalg.cholesky(cov_p))
     torch.testing.assert_close(closed, reference)
+    torch.testing.assert_close(closed, torch_kl(MultivariateNormal(mean_q, cov_q), MultivariateNormal(mean_p, cov_p)))
     weights = torch.tensor([0.7, -1.3], dtype=DTYPE)
     inputs = [t for t in (mean_q, cov_q, mean_p, cov_p) if t.requires_grad]
     mine = torch.autograd.grad((closed * weights).sum(), inputs)
@@ -199,3 +208,17 @@ def test_kl_of_covariances_matches_the_factor_form_and_its_gradients(generator, 
         if got.dim() == 3:
             got, expected = 0.5 * (got + got.mT), 0.5 * (expected + expected.mT)
         torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize(("grad_of_q", "grad_of_p"), GRADIENT_CASES[:3])
+def test_kl_of_covariances_passes_gradcheck(generator, grad_of_q, grad_of_p):
+    """gradcheck through covariances S = X X^T / n + I / 2, so that every perturbation stays symmetric."""
+    mean_q, mean_p = (torch.randn(2, 3, generator=generator, dtype=DTYPE).requires_grad_(True) for _ in range(2))
+    root_q, root_p = (torch.randn(2, 3, 3, generator=generator, dtype=DTYPE) for _ in range(2))
+    root_q.requires_grad_(grad_of_q)
+    root_p.requires_grad_(grad_of_p)
+
+    def kl(mean_q, root_q, mean_p, root_p):
+        return gaussian.kl_divergence_of_covariances(mean_q, random_spd_of(root_q), mean_p, random_spd_of(root_p))
+
+    assert torch.autograd.gradcheck(kl, (mean_q, root_q, mean_p, root_p))

@@ -24,6 +24,7 @@ class MethodConfig:
     M: int  # inducing (SVGP) or measurement (GPNet, FBNN) points
     n_train: int  # N, the training-set size
     options: Mapping[str, Any] = field(default_factory=dict)
+    feature_dtype: torch.dtype | None = None  # the network's feature products (training.dtype); None: the parameters'
 
     def __getattr__(self, name: str) -> Any:
         if name == "options":  # not yet set (copy, unpickling)
@@ -204,7 +205,7 @@ class InferenceNetworkMethod(Method):
         self.latent_dim = likelihood.latent_dim
         self.network = NETWORKS[config.network].build(
             kernel, generators, latent_dim=self.latent_dim, hidden_units=config.hidden_units,
-            live_variance=config.live_variance, options=config.network_options)
+            live_variance=config.live_variance, options=config.network_options, feature_dtype=config.feature_dtype)
         self.measurement_sampler = build_measurement_sampler(
             config.measurement, x_train, kernel.lengthscale.detach() * config.measurement_noise, config.box
         )

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import jsonschema
+import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
@@ -23,6 +24,12 @@ class InferenceNetwork(nn.Module):
     class in front of the points, mean ``[*batch, C, n]`` and factor ``[*batch, C, n, r]``, the
     classes independent. Every method below then works per class: ``covariance`` is
     ``[*batch, C, n, n]`` and ``marginals`` ``[*batch, C, n]``.
+
+    Mixed precision (``training.dtype: mixed``): with a ``feature_dtype`` (float32) the feature
+    products are computed in it, the RFE's phi(x), Phi m and Phi L in ``forward`` and the Gram F F^T
+    of every network in ``covariance``; what the network returns is cast back to the parameters'
+    dtype (float64), before the jitter, so every kernel matrix, factor, solve and KL stays float64.
+    Autograd casts the gradients. The NTK's Jacobian ignores it (only its Gram is float32).
     """
 
     name: ClassVar[str]  # the network's key in ``gpstudy.nets.NETWORKS``
@@ -30,10 +37,12 @@ class InferenceNetwork(nn.Module):
         "type": "object", "additionalProperties": False, "properties": {}}
     several_latents: ClassVar[bool] = False  # whether it can output C > 1 latent functions (a softmax's)
     predict_chunk: ClassVar[int] = PREDICT_CHUNK  # points whose marginals it computes at a time in prediction
+    feature_dtype: torch.dtype | None = None  # dtype of the feature products (``build`` sets it); None: the parameters'
 
     @classmethod
     def build(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
-              live_variance: bool, options: Mapping[str, Any]) -> "InferenceNetwork":
+              live_variance: bool, options: Mapping[str, Any],
+              feature_dtype: torch.dtype | None = None) -> "InferenceNetwork":
         """The network from a method's options, every network alike (``InferenceNetworkMethod``).
 
         Args:
@@ -44,6 +53,8 @@ class InferenceNetwork(nn.Module):
             live_variance: the method's ``live_variance`` (RFE only).
             options: the network's own options (the method's ``network_options``), checked against
                 ``options_schema``.
+            feature_dtype: the dtype of its feature products (``MethodConfig.feature_dtype``); None: the
+                parameters' dtype.
 
         Raises:
             ValueError: options outside ``options_schema``, or C > 1 for a network of one latent.
@@ -52,8 +63,10 @@ class InferenceNetwork(nn.Module):
         if latent_dim > 1 and not cls.several_latents:
             raise ValueError(f"network {cls.name!r} outputs one latent function, but the likelihood has "
                              f"{latent_dim} (one per class); choose a network with several latents")
-        return cls.from_options(kernel, generators, latent_dim=latent_dim, hidden_units=hidden_units,
-                                live_variance=live_variance, options=options)
+        network = cls.from_options(kernel, generators, latent_dim=latent_dim, hidden_units=hidden_units,
+                                   live_variance=live_variance, options=options)
+        network.feature_dtype = feature_dtype
+        return network
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
@@ -74,10 +87,14 @@ class InferenceNetwork(nn.Module):
         (C latents: ``[*batch, C, n]`` and ``[*batch, C, n, r]``)."""
         raise NotImplementedError
 
-    @staticmethod
-    def covariance(factor: Tensor) -> Tensor:
-        """F F^T + JITTER I ``[..., n, n]`` from a covariance factor F ``[..., n, r]`` returned by ``forward``."""
-        return add_jitter(gram(factor))
+    def in_feature_dtype(self, tensor: Tensor) -> Tensor:
+        """``tensor`` in the dtype of the feature products (itself unless ``feature_dtype`` differs)."""
+        return tensor if self.feature_dtype is None else tensor.to(self.feature_dtype)
+
+    def covariance(self, factor: Tensor) -> Tensor:
+        """F F^T + JITTER I ``[..., n, n]`` from a covariance factor F ``[..., n, r]`` returned by ``forward``:
+        the Gram in ``feature_dtype``, then in F's dtype before the jitter."""
+        return add_jitter(gram(self.in_feature_dtype(factor)).to(factor.dtype))
 
     def mean_and_covariance(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean ``[..., n]`` and full covariance ``[..., n, n]`` (jitter included) at ``x`` ``[*batch, n, D]``."""

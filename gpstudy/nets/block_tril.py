@@ -82,10 +82,11 @@ class BlockTril(nn.Module):
         return [scale_tril(raw) for raw in self.raw_diagonal_blocks]
 
     def left_multiply(self, phi: Tensor) -> Tensor:
-        """Phi L ``[*batch_shape, n, K]`` for Phi ``[*batch_shape, n, K]`` (unbatched L: any ``[..., n, K]``)."""
-        diagonal = self.diagonal_blocks()
-        rows = phi.reshape(-1, self.size) if diagonal[0].ndim == 2 else phi  # unbatched: one [n, K] product
-        product = _LeftProduct.apply(self.edges, rows, *diagonal, *self.below_blocks)
+        """Phi L ``[*batch_shape, n, K]`` for Phi ``[*batch_shape, n, K]`` (unbatched L: any ``[..., n, K]``), in
+        Phi's dtype (L's blocks cast to it: mixed precision)."""
+        blocks = [block.to(phi.dtype) for block in (*self.diagonal_blocks(), *self.below_blocks)]
+        rows = phi.reshape(-1, self.size) if blocks[0].ndim == 2 else phi  # unbatched: one [n, K] product
+        product = _LeftProduct.apply(self.edges, rows, *blocks)
         return product.reshape(phi.shape)
 
     def dense(self) -> Tensor:

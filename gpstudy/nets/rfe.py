@@ -77,11 +77,15 @@ class RFE(InferenceNetwork):
         return self.weight_scale.dense()
 
     def features(self, x: Tensor) -> Tensor:
-        """phi(x) ``[*batch, n, F]`` for ``x`` ``[*batch, n, D]``."""
-        projection = x @ (self.frequencies / self.lengthscale.unsqueeze(-1))  # x W, [*batch, n, H]
-        return self.feature_map(projection, self.variance)
+        """phi(x) ``[*batch, n, F]`` for ``x`` ``[*batch, n, D]``, in ``feature_dtype``."""
+        projection_weights = self.in_feature_dtype(self.frequencies / self.lengthscale.unsqueeze(-1))  # W
+        projection = self.in_feature_dtype(x) @ projection_weights  # x W, [*batch, n, H]
+        return self.feature_map(projection, self.in_feature_dtype(self.variance))
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The mean Phi m ``[*batch, n]`` and covariance factor Phi L ``[*batch, n, F]``."""
+        """The mean Phi m ``[*batch, n]`` and covariance factor Phi L ``[*batch, n, F]``, computed in
+        ``feature_dtype`` and returned in the parameters' dtype."""
         phi = self.features(x)
-        return (phi @ self.weight_mean.unsqueeze(-1)).squeeze(-1), self.weight_scale.left_multiply(phi)
+        mean = (phi @ self.in_feature_dtype(self.weight_mean).unsqueeze(-1)).squeeze(-1)
+        dtype = self.weight_mean.dtype
+        return mean.to(dtype), self.weight_scale.left_multiply(phi).to(dtype)

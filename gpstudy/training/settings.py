@@ -15,7 +15,11 @@ from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 from gpstudy.methods import METHODS, MethodConfig
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every run
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
+DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
+    "float64": (torch.float64, torch.float64),
+    "float32": (torch.float32, torch.float32),
+    "mixed": (torch.float64, torch.float32),  # the RFE's phi(x), Phi m, Phi L and every network's Gram in float32
+}
 
 
 class SettingsError(ValueError):
@@ -88,7 +92,7 @@ class RunSettings:
             if x_mean is None or x_std is None:
                 raise ValueError("a box option needs the splits' x_mean and x_std to standardize it")
             options["box"] = tuple(tuple(((np.asarray(bound) - x_mean) / x_std).tolist()) for bound in options["box"])
-        return MethodConfig(M=self.M, n_train=n_train, options=options)
+        return MethodConfig(M=self.M, n_train=n_train, options=options, feature_dtype=self.feature_dtype())
 
     def build_kernel(self, input_dim: int, batch_shape: tuple[int, ...] = ()) -> Kernel:
         """A fresh prior kernel on the run's dtype and device: lengthscales ``initial_lengthscale``,
@@ -106,8 +110,12 @@ class RunSettings:
         return resolve_device(self.device)
 
     def torch_dtype(self) -> torch.dtype:
-        """The floating-point type of data and parameters."""
-        return DTYPES[self.dtype]
+        """The floating-point type of data, parameters and every kernel matrix, factor, solve and KL."""
+        return DTYPES[self.dtype][0]
+
+    def feature_dtype(self) -> torch.dtype:
+        """The floating-point type of an inference network's feature products (``mixed``: float32)."""
+        return DTYPES[self.dtype][1]
 
 
 def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) -> RunSettings:
