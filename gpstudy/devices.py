@@ -22,7 +22,8 @@ are therefore named by what every process agrees on, the device's UUID:
 - One lock file per (device UUID, slot), held with an exclusive ``flock`` for the job's life; the
   kernel drops it when the process ends, even by ``kill -9``. :data:`GPU_LOCK_DIR` is one folder for
   all users of the machine (sticky, writable by all, like /tmp), and lock files are opened read-only
-  (``flock`` needs no write access), so two users' jobs see each other's locks.
+  (``flock`` needs no write access), so two users' jobs see each other's locks. It is in /tmp itself,
+  not in ``$TMPDIR``, which SLURM and some sites set per job or per user.
 - After taking a slot the job's ``CUDA_VISIBLE_DEVICES`` becomes the device's UUID and the job trains
   on ``cuda:0``. This must happen before CUDA starts in the job; :func:`gpu_slot` refuses when torch
   has initialised CUDA, and :func:`resolve_device` decides "auto" without starting it.
@@ -39,7 +40,6 @@ import os
 import re
 import stat
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
@@ -50,7 +50,7 @@ import torch
 
 log = logging.getLogger(__name__)
 
-GPU_LOCK_DIR = Path(tempfile.gettempdir()) / "gpstudy-gpu-slots"  # this machine's slot files, shared by all users
+GPU_LOCK_DIR = Path("/tmp/gpstudy-gpu-slots")  # this machine's slot files, shared by all users and jobs
 
 _GPU_LINE = re.compile(r"GPU (\d+): (.+) \(UUID: (GPU-[^)\s]+)\)")
 _MIG_LINE = re.compile(r"\s+MIG .+ Device\s+\d+: \(UUID: (MIG-[^)\s]+)\)")
