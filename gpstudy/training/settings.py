@@ -116,7 +116,7 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
     data set's options (a method option only for methods that have it); the data set's
     ``methods.<method>``; for a variant (``variants.<name>``, a registered method under a name of its
     own) the variant's keys, which make it the variant; the config's study-wide ``iterations`` and
-    ``device`` when set; then
+    ``device`` when set (``device``: training runs only, see below); then
     ``overrides``, which must name ``method`` (registered or a variant) and ``M`` (a None is ignored).
     ``dataset=None`` gives the config's defaults alone. The settings' ``method`` is the registered one.
 
