@@ -65,6 +65,8 @@ rule posteriors:
     params:
         runs=lambda wildcards: run_files(wildcards.experiment),
         settings=lambda wildcards: asdict(posterior_reference(wildcards)),
+    resources:
+        gpu=posterior_gpus,
     log:
         "logs/aggregate/posteriors_{experiment}.log",
     benchmark:

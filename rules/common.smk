@@ -6,7 +6,7 @@ from gpstudy import paths
 from gpstudy.config import data_plan, experiment_targets, splits_of, study_jobs, validate_config
 from gpstudy.data import PROTOCOLS
 from gpstudy.metrics import TASK_METRICS
-from gpstudy.training import run_settings
+from gpstudy.training.settings import exact_gp_settings, run_settings
 
 validate_config(config)
 
@@ -36,7 +36,10 @@ def pretrained_path(dataset, split):
 
 
 def settings(wildcards):
-    """The settings (gpstudy.training.RunSettings) of a training job, for its wildcards."""
+    """The settings (gpstudy.training.RunSettings) of a training job, for its wildcards: its device
+    resolved here, in Snakemake's process, which both derives the job's ``gpu`` resource from it and
+    hands it to the job in its params (cpu, cuda or a pinned cuda:K; never "auto"). On a cluster each
+    job's own Snakemake rebuilds its params, so a cluster profile gives a concrete device (profiles/slurm)."""
     return run_settings(config, wildcards.dataset, method=wildcards.method, M=int(wildcards.M))
 
 
@@ -65,14 +68,27 @@ def job_labels(wildcards):
             "M": int(wildcards.M)}
 
 
+def gpus(run):
+    """The ``gpu`` resource of a job with settings ``run``: 1 on CUDA, else 0 (the local profile caps
+    the sum at the GPU slots it has)."""
+    return int(run.torch_device().type == "cuda")
+
+
 def job_gpus(wildcards):
-    """1 for a job that trains on CUDA, else 0 (the local profile caps the sum at the GPU slots it has)."""
-    return int(settings(wildcards).torch_device().type == "cuda")
+    return gpus(settings(wildcards))
+
+
+def pretrain_settings(wildcards):
+    """Settings of exact-GP pretraining for a data set's split (the exact GP is what is pretrained)."""
+    return exact_gp_settings(config, wildcards.dataset)
 
 
 def pretrain_settings_params(wildcards):
-    """Settings of exact-GP pretraining for a data set's split (the exact GP is what is pretrained)."""
-    return asdict(run_settings(config, wildcards.dataset, method="exact", M=1))
+    return asdict(pretrain_settings(wildcards))
+
+
+def pretrain_gpus(wildcards):
+    return gpus(pretrain_settings(wildcards))
 
 
 def split_options(wildcards):
@@ -104,7 +120,11 @@ def posterior_dataset(wildcards):
 
 def posterior_reference(wildcards):
     """The settings of the exact-GP reference drawn beside the posteriors: the data set's, as pretrained."""
-    return run_settings(config, posterior_dataset(wildcards), method="exact", M=1)
+    return exact_gp_settings(config, posterior_dataset(wildcards))
+
+
+def posterior_gpus(wildcards):
+    return gpus(posterior_reference(wildcards))
 
 
 def posterior_inputs(wildcards):

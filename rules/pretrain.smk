@@ -9,6 +9,8 @@ rule pretrain:
     params:
         settings=pretrain_settings_params,
     threads: 1
+    resources:
+        gpu=pretrain_gpus,
     log:
         "logs/pretrain/{dataset}/{protocol}/split{split}.log",
     benchmark:

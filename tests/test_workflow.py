@@ -12,12 +12,38 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from gpstudy.data import load_split
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PLANNED_JOBS = """
+import json, sys
+import torch
+from snakemake import cli
+from snakemake.executors import dryrun
+
+fake_gpu, out, *argv = sys.argv[1:]
+if fake_gpu == "yes":  # Snakemake's process sees a GPU (it resolves every run's device)
+    from gpstudy import devices
+    torch.backends.cuda.is_built = lambda: True
+    devices.nvidia_smi_gpus = lambda: [devices.Gpu(0, "Fake GPU", "GPU-00000000-fake")]
+jobs = []
+
+def record(self, job):  # the dry run's executor: note the job's device and gpu resource, run nothing
+    settings = getattr(job.params, "settings", None)
+    jobs.append({"rule": job.rule.name, "device": settings and settings["device"], "gpu": job.resources.get("gpu", 0)})
+    self.report_job_submission(dryrun.SubmittedJobInfo(job=job))
+    self.report_job_success(dryrun.SubmittedJobInfo(job=job))
+
+dryrun.Executor.run_job = record
+parser, args = cli.parse_args(argv)
+ok = cli.args_to_api(args, parser)
+json.dump(jobs, open(out, "w"))
+sys.exit(0 if ok else 1)
+"""  # a dry run through Snakemake's command line (profiles and all) that writes every planned job
 
 
 def command(workdir, *args, config="config.yaml"):
@@ -69,6 +95,43 @@ def test_dry_run_with_overrides(tmp_path):
     assert counts["train"] == 5 + 4 and counts["split"] == 3 and "posteriors" not in counts  # uci and odvgp
     one_per_split = snakemake(tmp_path, "-n", "--config", "datasets=[boston]", "splits=3", "splits_per_job=1")
     assert job_counts(one_per_split.stdout)["train"] == 3 * (5 + 4), one_per_split.stderr
+
+
+def planned_jobs(workdir: Path, profile: str, *args: str, fake_gpu: bool = False) -> list[dict]:
+    """Every job of a dry run of the full config under ``profiles/<profile>``: its rule, the device its
+    settings resolve to (None: a job without settings) and its ``gpu`` resource. The profile is copied
+    without its executor and that executor's own keys (``slurm-...``), so that no plugin is needed;
+    everything else (its config, resources) is Snakemake's to apply. ``fake_gpu``: torch in Snakemake's
+    process sees a GPU."""
+    keys = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+    executor = keys.pop("executor", "local")
+    local = workdir / "profile"
+    local.mkdir()
+    (local / "config.yaml").write_text(yaml.safe_dump({key: value for key, value in keys.items()
+                                                       if not key.startswith(executor + "-")}))
+    out = workdir / "jobs.json"
+    run = subprocess.run([sys.executable, "-c", PLANNED_JOBS, "yes" if fake_gpu else "no", str(out),
+                          "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--workflow-profile",
+                          str(local), "-n", *args], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("profile, args, fake_gpu", [
+    ("slurm", (), False),  # the cluster: its config's device; the submit host has no GPU
+    ("default", (), True),  # a workstation with a GPU: device auto
+    ("default", ("--config", "device=cuda"), False),  # the study moved to CUDA from the command line
+])
+def test_every_job_on_cuda_asks_for_a_gpu(tmp_path, profile, args, fake_gpu):
+    jobs = planned_jobs(tmp_path, profile, *args, fake_gpu=fake_gpu)
+    assert len(jobs) == 321  # the full study (test_dry_run_of_the_full_study_plans_every_job)
+    for job in jobs:
+        assert job["device"] is None or re.fullmatch(r"cpu|cuda(:\d+)?", job["device"]), job  # resolved, never auto
+        on_cuda = job["device"] is not None and job["device"].startswith("cuda")
+        assert not on_cuda or job["gpu"] >= 1, job
+    assert any(job["device"].startswith("cuda") for job in jobs if job["rule"] == "train")
+    exact_gp = [job for job in jobs if job["rule"] in ("pretrain", "posteriors")]
+    assert len(exact_gp) == 4 * 20 + 1 + 1 and all(job["device"] == "cpu" for job in exact_gp)  # methods.exact.device
 
 
 @pytest.mark.parametrize("override, message", [

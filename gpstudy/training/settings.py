@@ -14,7 +14,7 @@ from gpstudy.kernels import KERNELS, Kernel, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 from gpstudy.methods import METHODS, MethodConfig
 
-STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every run
+STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every training run (see run_settings)
 DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
     "float64": (torch.float64, torch.float64),
     "float32": (torch.float32, torch.float32),
@@ -48,7 +48,7 @@ class RunSettings:
     pretrain_iterations: int
     pretrain_subset: int
     pretrain_lr: float
-    device: str
+    device: str  # cpu, cuda or cuda:K, never "auto": run_settings resolves it
     dtype: str
     checkpoint_every: int
     eval_every: int
@@ -106,8 +106,8 @@ class RunSettings:
                                 batch_shape).to(self.torch_device())
 
     def torch_device(self) -> torch.device:
-        """The device this run trains on."""
-        return resolve_device(self.device)
+        """The device this run trains on (``device`` as :func:`run_settings` resolved it)."""
+        return torch.device(self.device)
 
     def torch_dtype(self) -> torch.dtype:
         """The floating-point type of data, parameters and every kernel matrix, factor, solve and KL."""
@@ -124,9 +124,16 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
     data set's options (a method option only for methods that have it); the data set's
     ``methods.<method>``; for a variant (``variants.<name>``, a registered method under a name of its
     own) the variant's keys, which make it the variant; the config's study-wide ``iterations`` and
-    ``device`` when set; then
+    ``device`` when set (``device``: training runs only, see below); then
     ``overrides``, which must name ``method`` (registered or a variant) and ``M`` (a None is ignored).
     ``dataset=None`` gives the config's defaults alone. The settings' ``method`` is the registered one.
+
+    The device is resolved here, once per run: "auto" becomes ``cuda`` when this process sees a GPU,
+    else ``cpu`` (:func:`gpstudy.devices.resolve_device`); ``cuda`` keeps no index unless the config
+    pinned one. In the workflow this process is Snakemake's, which derives the job's ``gpu`` resource
+    and its params from these same settings, so the two cannot disagree, and the job never resolves
+    "auto" again. The study-wide ``device`` is the device of training runs; the exact GP that
+    pretrains hyperparameters and draws Figure 4's reference takes its own (:func:`exact_gp_settings`).
 
     Raises:
         SettingsError: an unknown method, a key that is neither a training key nor an option of the
@@ -155,8 +162,19 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
     if missing:
         raise SettingsError(f"method {method!r} has no value for {', '.join(missing)} (give it under methods.{method})")
     options = {option: values.pop(option) for option in sorted(option_names)}
+    values["device"] = str(resolve_device(values["device"]))
     return RunSettings(method=method, M=M, seed=config["seed"], options=options,
                        **{name: values[name] for name in training})
+
+
+def exact_gp_settings(config: dict[str, Any], dataset: str | None) -> RunSettings:
+    """The settings of the exact GP beside the training runs on ``dataset``: hyperparameter pretraining
+    (at most ``pretrain_subset`` points) and Figure 4's reference posterior. They are
+    :func:`run_settings`' for method ``exact`` but without the study-wide ``device``, which sets the
+    device of training runs only: the exact GP's device comes from ``methods.exact.device`` (cpu in
+    config.yaml), unless a data set's options set one, so a study moved to CUDA keeps these small jobs
+    on the CPU (on a cluster: on its CPU partition, with no GPU)."""
+    return run_settings({**config, "device": None}, dataset, method="exact", M=1)
 
 
 def _validate(value: dict, schema: dict, what: str) -> None:

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from gpstudy import devices
+
 from gpstudy.config import training_keys, validate_config
 from gpstudy.training import RunSettings, run_settings
-from gpstudy.training.settings import SettingsError
+from gpstudy.training.settings import SettingsError, exact_gp_settings
 
 
 def test_precedence(study_config):
@@ -22,7 +24,7 @@ def test_precedence(study_config):
                                                   "learn_inducing_inputs": True}  # no measurement: not svgp's
     power = run_settings(study_config, "power", method="gpnet", M=500, iterations=7, device=None)
     assert (power.options["beta0"], power.options["xi"], power.options["online_hyperparameters"]) == (0.01, 0.1, True)
-    assert power.iterations == 7 and power.device == "auto"  # None from the command line keeps the config's
+    assert power.iterations == 7 and power.device == "cpu"  # None from the command line keeps the config's (auto, no GPU)
     airline = {method: run_settings(study_config, "airline", method=method, M=100) for method in ("gpnet", "fbnn")}
     assert airline["gpnet"].options["online_hyperparameters"] and not airline["fbnn"].options["online_hyperparameters"]
     assert all(settings.pretrain and settings.options["measurement"] == "noisy" for settings in airline.values())
@@ -50,6 +52,37 @@ def test_study_wide_keys_override_every_data_set(study_config):
     config = {**study_config, "iterations": 11, "device": "cpu"}
     snelson = run_settings(config, "snelson", method="fbnn", M=5)
     assert (snelson.iterations, snelson.device) == (11, "cpu")
+
+
+def fake_gpu(monkeypatch, present: bool) -> None:
+    """This process sees one GPU (a CUDA build of torch, nvidia-smi listing it), or none."""
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(devices, "nvidia_smi_gpus", lambda: [devices.Gpu(0, "Fake GPU", "GPU-0000-fake")] if present else [])
+
+
+@pytest.mark.parametrize("gpu, expected", [(False, "cpu"), (True, "cuda")])
+def test_auto_is_resolved_once_to_a_device_type(study_config, monkeypatch, gpu, expected):
+    fake_gpu(monkeypatch, gpu)
+    settings = run_settings(study_config, "boston", method="svgp", M=5)
+    assert study_config["training"]["device"] == "auto" and settings.device == expected  # no index: a GPU slot picks it
+    assert settings.torch_device() == torch.device(expected)
+    assert run_settings(study_config, "boston", method="svgp", M=5, device="cuda:1").device == "cuda:1"  # pinned
+
+
+def test_the_exact_gp_keeps_its_device_when_the_study_moves_to_cuda(study_config, monkeypatch):
+    fake_gpu(monkeypatch, True)
+    config = {**study_config, "device": "cuda"}
+    assert run_settings(config, "boston", method="gpnet", M=5).device == "cuda"  # training runs move
+    assert run_settings(config, "snelson", method="gpnet", M=5).device == "cuda"  # over the data set's cpu too
+    assert exact_gp_settings(config, "boston").device == "cpu"  # methods.exact.device
+    assert exact_gp_settings(study_config, "boston").device == "cpu"  # ... also over training.device: auto
+    assert run_settings(config, "boston", method="exact", M=5).device == "cuda"  # a training run of the exact GP moves
+    edited = copy.deepcopy(config)
+    edited["methods"]["exact"]["device"] = "auto"
+    edited["dataset_options"]["power"]["device"] = "cuda:1"
+    assert exact_gp_settings(edited, "boston").device == "cuda"  # the config says otherwise
+    assert exact_gp_settings(edited, "power").device == "cuda:1"  # a data set's device reaches its exact GP
+    assert exact_gp_settings(config, "boston").pretrain_subset == config["training"]["pretrain_subset"]
 
 
 def test_unknown_override_is_refused(study_config):
