@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from gpstudy import devices
-
 from gpstudy.config import training_keys, validate_config
 from gpstudy.training import RunSettings, run_settings
 from gpstudy.training.settings import SettingsError, exact_gp_settings
