@@ -46,7 +46,8 @@ class RunSettings:
     pretrain_lr: float
     device: str
     dtype: str
-    checkpoint_every: int
+    checkpoint_minutes: float
+    checkpoint_every: int | None
     eval_every: int
 
     def check(self, dataset: Dataset) -> None:

@@ -24,7 +24,7 @@ from gpstudy.io import UnreadableFileError, read_json
 from gpstudy.results import collect_runs
 from gpstudy.gaussian import CholeskyError
 from gpstudy.training import run_splits, train_splits
-from gpstudy.training.fit import CheckpointError
+from gpstudy.training.checkpoint import CheckpointError
 from gpstudy.training.settings import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
