@@ -27,13 +27,14 @@ class Checkpointer:
     the host's: deciding needs no device synchronisation. Tests use ``every`` for checkpoints at known
     steps; long jobs use ``minutes``, so a checkpoint costs the same share of any job, fast or slow.
 
-    :meth:`write` copies the state to host memory (:func:`host_copy`) and hands the copy to one
-    background thread, which writes it with ``torch.save`` to a temporary file and renames it onto
-    ``path``: a kill during a write leaves the previous checkpoint whole. At most one write is in
-    flight: a write due while the previous one runs waits for it (skipping would make the checkpoint
-    steps depend on disk speed, and the wait only happens when writes take longer than the interval,
-    which the interval is chosen to avoid). A write that failed raises :class:`CheckpointError`, naming
-    ``path``, at the next :meth:`write` or at :meth:`close`, so a full disk fails the job.
+    :meth:`write` copies the state to host memory (:func:`host_copy`; that memory, the state's size,
+    is kept for the next copy) and hands the copy to one background thread, which writes it with
+    ``torch.save`` to a temporary file and renames it onto ``path``: a kill during a write leaves the
+    previous checkpoint whole. At most one write is in flight: a write due while the previous one
+    runs waits for it (skipping would make the checkpoint steps depend on disk speed; waiting only
+    happens when writes take longer than the interval, which the interval is chosen to avoid). A
+    write that failed raises :class:`CheckpointError`, naming ``path``, at the next :meth:`write` or
+    at :meth:`close`, so a full disk fails the job.
 
     Used as a context manager: leaving waits for the write in flight, so no checkpoint lands after its
     caller removed it; the write's error is raised then, or logged when another error is leaving.
@@ -45,6 +46,7 @@ class Checkpointer:
         self.last = clock()
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self.pending: Future | None = None
+        self.snapshot: Any = None  # the last copy written: its memory serves the next copy
 
     def due(self, step: int) -> bool:
         """Whether a checkpoint is due after iteration ``step``."""
@@ -57,8 +59,8 @@ class Checkpointer:
         """Start writing a copy of ``state`` (tensors, numbers, strings in dicts and lists); returns once
         the copy is taken (on a GPU, once the copies are queued)."""
         self.wait()
-        snapshot, ready = host_copy(state, self.device)
-        self.pending = self.writer.submit(save, self.path, snapshot, ready)
+        self.snapshot, ready = host_copy(state, self.device, self.snapshot)
+        self.pending = self.writer.submit(save, self.path, self.snapshot, ready)
         self.last = self.clock()
 
     def wait(self) -> None:
@@ -86,17 +88,18 @@ class Checkpointer:
             log.error("%s", failed)  # the error already leaving is the one to report
 
 
-def host_copy(state: Any, device: torch.device) -> tuple[Any, torch.cuda.Event | None]:
+def host_copy(state: Any, device: torch.device, into: Any = None) -> tuple[Any, torch.cuda.Event | None]:
     """A copy of ``state`` whose tensors live in host memory, and the event after which they are filled.
 
     Training updates parameters and Adam's moments in place, so the copy must not share their memory.
-    CPU tensors are cloned. On ``device`` cuda, tensors are copied without blocking into pinned host
-    memory (PyTorch's caching host allocator reuses the pinned blocks of the previous checkpoint once
-    it is freed); the returned event, recorded after the copies on the device's current stream, is
-    what the writer thread waits for, so the training thread never does. Later steps run on that
-    stream after the copies, so they cannot change what is copied.
+    Each tensor is copied into the tensor at the same place in ``into`` (an earlier copy no longer being
+    written) when it has the same shape and dtype, else into new host memory: fresh memory costs a page
+    fault per page, which made copying 1.2 GB on CPU 4x slower. On ``device`` cuda the host memory is
+    pinned and the copies do not block; the returned event, recorded after them on the device's
+    current stream, is what the writer thread waits for, so the training thread never does. Later
+    steps run on that stream after the copies, so they cannot change what is copied.
     """
-    copy = _copy(state)
+    copy = _copy(state, into)
     if device.type != "cuda":
         return copy, None
     ready = torch.cuda.Event()
@@ -104,16 +107,18 @@ def host_copy(state: Any, device: torch.device) -> tuple[Any, torch.cuda.Event |
     return copy, ready
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: Any, into: Any) -> Any:
     if isinstance(value, torch.Tensor):
         value = value.detach()
-        if value.is_cuda:
-            return torch.empty(value.shape, dtype=value.dtype, pin_memory=True).copy_(value, non_blocking=True)
-        return value.clone()
+        reusable = isinstance(into, torch.Tensor) and into.shape == value.shape and into.dtype == value.dtype
+        host = into if reusable else torch.empty(value.shape, dtype=value.dtype, pin_memory=value.is_cuda)
+        return host.copy_(value, non_blocking=value.is_cuda)
     if isinstance(value, dict):
-        return {key: _copy(item) for key, item in value.items()}
+        into = into if isinstance(into, dict) else {}
+        return {key: _copy(item, into.get(key)) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_copy(item) for item in value)
+        into = list(into) if isinstance(into, (list, tuple)) else []
+        return type(value)(_copy(item, into[i] if i < len(into) else None) for i, item in enumerate(value))
     return value  # numbers, strings, None: immutable
 
 
