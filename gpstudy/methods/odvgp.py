@@ -85,7 +85,7 @@ class ODVGP(Method):
     Start: gamma and beta at two k-means of the training inputs (sizes M_gamma and M, beta first, as in
     the authors' code), a_gamma = a_beta = 0 and L = I (so S = I, not the prior's K_beta).
     ORTH (``natural_gradient`` false): Adam on everything. ORTHNAT: a_beta and L are left out of Adam;
-    ``after_step`` takes a natural-gradient step on q(f(beta)) from the same iteration's gradients
+    ``natural_update`` takes a natural-gradient step on q(f(beta)) from the same iteration's gradients
     (eq. 15-16b,c, with the current K_beta: simultaneous with Adam's step on the rest). Kernel and noise
     are trained only with ``online_hyperparameters``.
     """
@@ -134,7 +134,7 @@ class ODVGP(Method):
         return scale_tril(self.raw_scale)
 
     def adam_parameters(self) -> list[nn.Parameter]:
-        """ORTHNAT leaves a_beta and L to ``after_step``; they keep ``requires_grad`` for their gradients."""
+        """ORTHNAT leaves a_beta and L to ``natural_update``; they keep ``requires_grad`` for their gradients."""
         natural = {id(self.a_beta), id(self.raw_scale)} if self.config.natural_gradient else set()
         return [p for p in super().adam_parameters() if id(p) not in natural]
 

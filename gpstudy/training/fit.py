@@ -9,9 +9,9 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.io import atomic_path
 from gpstudy.methods import Method
 from gpstudy.optim import adam, optimizer_step
+from gpstudy.training.checkpoint import Checkpointer, load
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ def fit(
     evaluate: Callable[[], dict[str, Tensor]],
     eval_every: int,
     checkpoint: Path | None = None,
-    checkpoint_every: int = 1000,
+    checkpoint_every: int | None = None,
+    checkpoint_minutes: float | None = None,
     fingerprint: str = "",
 ) -> tuple[list[dict[str, float]], float]:
     """Train ``method`` with one Adam for ``iterations`` steps (t = 1..T); resume from ``checkpoint``.
@@ -86,20 +87,24 @@ def fit(
         generators: every random draw of training (batches, measurement points, samples), one per split.
         evaluate: test metrics ``[*batch]`` of the current state (must draw no randomness).
         eval_every: iterations between evaluations; the last iteration is always evaluated.
-        checkpoint: file holding the latest state; loaded if present, written every
-            ``checkpoint_every`` iterations. Resuming gives the same numbers as an uninterrupted run.
+        checkpoint: file holding the latest state; loaded if present, written (by a background thread,
+            while training goes on: :class:`~gpstudy.training.checkpoint.Checkpointer`) after every
+            ``checkpoint_every``-th iteration and whenever ``checkpoint_minutes`` of wall clock have
+            passed since the last one (None: not by that rule). Resuming gives the same numbers as an
+            uninterrupted run. A checkpoint that cannot be written fails the run.
         fingerprint: what the run is (settings, splits, start, code); a checkpoint written under
             another fingerprint is discarded with a warning, never resumed.
 
     Returns:
         The learning curve (one dict per evaluation: iteration, seconds, and per split the objective
         and metrics as lists, or floats when unbatched) and the training seconds (evaluation
-        excluded, summed over resumed sessions).
+        excluded, the checkpoints' host copies included, summed over resumed sessions; a checkpoint
+        records the host's clock, unsynchronised, so its seconds may miss the device's queued work).
     """
     optimizer = adam(method.adam_parameters(), lr, x_train.device)
     sampler = BatchSampler(x_train.shape[-2], batch_size, generators, x_train.device)
     start, curve, seconds = 1, [], 0.0
-    state = _load(checkpoint, fingerprint, x_train.device) if checkpoint is not None else None
+    state = load(checkpoint, fingerprint, x_train.device) if checkpoint is not None else None
     if state is not None:
         method.load_state_dict(state["method"])
         optimizer.load_state_dict(state["optimizer"])
@@ -107,21 +112,22 @@ def fit(
         sampler.load_state_dict(state["sampler"])
         start, curve, seconds = state["step"] + 1, state["curve"], state["seconds"]
         log.info("resumed from %s at iteration %d", checkpoint, start)
+    checkpoints = Checkpointer(checkpoint, x_train.device, checkpoint_every, checkpoint_minutes)
     tic = time.perf_counter()
-    for step in range(start, iterations + 1):
-        loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators)
-        if step % eval_every == 0 or step == iterations:
-            seconds += _elapsed(tic, x_train.device)
-            metrics = {key: value.tolist() for key, value in evaluate().items()}
-            curve.append({"iteration": step, "objective": loss.detach().tolist(), "seconds": seconds, **metrics})
-            log.info("iteration %d: %s (%.1f it/s)", step, _format(curve[-1]), step / max(seconds, 1e-9))
-            tic = time.perf_counter()
-        if checkpoint is not None and (step % checkpoint_every == 0 and step < iterations):
-            seconds += _elapsed(tic, x_train.device)
-            _save(checkpoint, {"method": method.state_dict(), "optimizer": optimizer.state_dict(),
-                               "generators": draws.get_state(generators), "sampler": sampler.state_dict(),
-                               "step": step, "curve": curve, "seconds": seconds, "fingerprint": fingerprint})
-            tic = time.perf_counter()
+    with checkpoints:  # leaving waits for the checkpoint being written
+        for step in range(start, iterations + 1):
+            loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators)
+            if step % eval_every == 0 or step == iterations:
+                seconds += _elapsed(tic, x_train.device)
+                metrics = {key: value.tolist() for key, value in evaluate().items()}
+                curve.append({"iteration": step, "objective": loss.detach().tolist(), "seconds": seconds, **metrics})
+                log.info("iteration %d: %s (%.1f it/s)", step, _format(curve[-1]), step / max(seconds, 1e-9))
+                tic = time.perf_counter()
+            if checkpoints.due(step) and step < iterations:
+                checkpoints.write({"method": method.state_dict(), "optimizer": optimizer.state_dict(),
+                                   "generators": draws.get_state(generators), "sampler": sampler.state_dict(),
+                                   "step": step, "curve": curve, "seconds": seconds + time.perf_counter() - tic,
+                                   "fingerprint": fingerprint})
     return curve, seconds
 
 
@@ -130,36 +136,6 @@ def _elapsed(tic: float, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter() - tic
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read: a fault of the machine, not of the method (the job fails)."""
-
-
-def _load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
-    """The state saved at ``path`` under ``fingerprint``; None if there is none or it belongs to another run.
-
-    Loaded with ``weights_only=True``: a checkpoint holds tensors, numbers and strings, never code.
-    """
-    if not path.exists():
-        return None
-    try:
-        state = torch.load(path, map_location=device, weights_only=True)
-    except Exception as error:  # torch raises pickle, zip and runtime errors alike
-        raise CheckpointError(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
-                              "delete it to train afresh") from error
-    if state.get("fingerprint") != fingerprint:
-        log.warning("checkpoint %s belongs to other settings, splits, start or code: discarded, training afresh",
-                    path)
-        path.unlink()
-        return None
-    return state
-
-
-def _save(path: Path, state: dict) -> None:
-    """Write a checkpoint atomically."""
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
 
 
 def _format(record: dict) -> str:

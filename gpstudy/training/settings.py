@@ -50,7 +50,8 @@ class RunSettings:
     pretrain_lr: float
     device: str  # cpu, cuda or cuda:K, never "auto": run_settings resolves it
     dtype: str
-    checkpoint_every: int
+    checkpoint_minutes: float
+    checkpoint_every: int | None
     eval_every: int
 
     def check(self, dataset: Dataset) -> None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -24,7 +25,7 @@ from gpstudy.io import UnreadableFileError, read_json
 from gpstudy.results import collect_runs
 from gpstudy.gaussian import CholeskyError
 from gpstudy.training import run_splits, train_splits
-from gpstudy.training.fit import CheckpointError
+from gpstudy.training.checkpoint import CheckpointError
 from gpstudy.training.settings import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,6 +94,48 @@ def test_a_corrupt_checkpoint_fails_the_job_and_names_the_file(tmp_path, setting
         run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5), {0: tmp_path / "run"},
                    tmp_path / "c.pt", {0: {}})
     assert not (tmp_path / "run/metrics.json").exists()  # no permanent failed row: a rerun retries
+
+
+KILLED_WHILE_WRITING = """
+import os, signal, sys
+from pathlib import Path
+import gpstudy.training.checkpoint as checkpoint
+from gpstudy.config import load_config
+from gpstudy.data import load_split
+from gpstudy.training import run_settings, train_splits
+
+real_save = checkpoint.torch.save
+
+def save(state, path):  # the second checkpoint is half written when the process is killed
+    real_save(state, path)
+    if state["step"] == 10:
+        Path(path).write_bytes(Path(path).read_bytes()[:1000])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+checkpoint.torch.save = save
+split, out, config = sys.argv[1:4]
+settings = run_settings(load_config(config), None, method="svgp", M=6, iterations=20, batch_size=16, eval_every=5,
+                        checkpoint_every=5)
+train_splits({0: load_split(split)}, settings, {0: Path(out) / "run"}, Path(out) / "c.pt")
+"""
+
+
+def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_one_before_bit_identically(tmp_path, settings_for):
+    save_split(tmp_path / "split.npz", toy_split())
+    killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_WRITING, str(tmp_path / "split.npz"),
+                             str(tmp_path / "b"), str(REPO / "config.yaml")], env={**os.environ, "PYTHONPATH": str(REPO)},
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert torch.load(tmp_path / "b/c.pt", weights_only=True)["step"] == 5  # the previous checkpoint, whole
+    settings = settings_for("svgp", 6, iterations=20, batch_size=16, eval_every=5, checkpoint_every=5)
+    split = load_split(tmp_path / "split.npz")
+    resumed = train_splits({0: split}, settings, {0: tmp_path / "b/run"}, tmp_path / "b/c.pt")
+    uninterrupted = train_splits({0: split}, settings, {0: tmp_path / "a/run"}, tmp_path / "a/c.pt")
+    for key in ("rmse", "test_ll", "hyperparameters"):
+        assert resumed[0][key] == uninterrupted[0][key]
+    curves = [pd.read_csv(tmp_path / f"{run}/run/learning_curve.csv").drop(columns="seconds") for run in ("a", "b")]
+    pd.testing.assert_frame_equal(curves[0], curves[1])
+    assert len(curves[0]) == 4
 
 
 def test_a_cholesky_that_no_jitter_saves_is_a_failed_row(tmp_path, settings_for, monkeypatch):

@@ -124,10 +124,11 @@ def test_a_split_that_fails_becomes_a_failed_row_while_the_others_train_on(tmp_p
     ("svgp", {"inducing_init": "training_points", "learn_inducing_inputs": False,  # L_Z factored once per session
               "online_hyperparameters": False}),
     ("gpnet", {"hidden_units": 16, "measurement": "train"}),
-], ids=["svgp", "svgp_fixed_z", "gpnet"])
+    ("svgp", {"checkpoint_every": None, "checkpoint_minutes": 1e-9}),  # by the clock: after every iteration
+], ids=["svgp", "svgp_fixed_z", "gpnet", "svgp_by_time"])
 def test_resume_after_a_crash_is_bit_identical(tmp_path, method, options, monkeypatch, settings_for):
-    settings = settings_for(method=method, M=8, iterations=30, batch_size=16, eval_every=5, checkpoint_every=10,
-                            **options)
+    settings = settings_for(method=method, M=8, iterations=30, batch_size=16, eval_every=5,
+                            **{"checkpoint_every": 10, **options})
     splits = {0: toy_split(), 1: toy_split(seed=1)}
     uninterrupted = train_splits(splits, settings, folders(tmp_path / "a", splits), tmp_path / "a.pt")
 
@@ -137,7 +138,7 @@ def test_resume_after_a_crash_is_bit_identical(tmp_path, method, options, monkey
 
     def crash_at_third_evaluation(*args):
         calls["n"] += 1
-        if calls["n"] == 3:  # iteration 15: after the checkpoint of iteration 10
+        if calls["n"] == 3:  # iteration 15: after the checkpoint of iteration 10 (by time: of 14)
             raise KeyboardInterrupt("killed")
         return real_metrics(*args)
 
