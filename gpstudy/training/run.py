@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 METHOD_FAILURES = (CholeskyError,)  # errors of the method itself: failed rows (any other error fails the job)
 RUN_FILES = ("metrics.json", "learning_curve.csv", "predictions.csv")  # what a run writes in its folder
+CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_every")  # settings that change when, not what, is saved
 
 
 class Problem:
@@ -177,8 +178,11 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
 
 def run_fingerprint(settings: RunSettings, splits: dict[int, Split], hyperparameters: dict[int, dict] | None) -> str:
     """What a checkpoint belongs to: the settings (the device by its type: a rerun on another GPU of the
-    same kind resumes), the splits' data, the starting hyperparameters and the package's code."""
+    same kind resumes; not when checkpoints are taken, which changes no number), the splits' data, the
+    starting hyperparameters and the package's code."""
     described = {**asdict(settings), "device": settings.torch_device().type}
+    for schedule in CHECKPOINT_SCHEDULE:
+        described.pop(schedule)
     return json.dumps({"settings": described, "splits": {s: _digest(split) for s, split in splits.items()},
                        "hyperparameters": hyperparameters, "code": source_digest()}, sort_keys=True, default=str)
 

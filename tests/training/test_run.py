@@ -21,3 +21,10 @@ def test_the_fingerprint_holds_the_device_type_not_the_gpu_index(settings_for):
     assert on["cuda:0"] == on["cuda:1"] == on["cuda"]
     assert on["cpu"] != on["cuda"]
     assert run_fingerprint(replace(settings, dtype="float32", device="cpu"), splits, None) != on["cpu"]
+
+
+def test_when_checkpoints_are_taken_is_not_what_they_belong_to(settings_for):
+    settings, splits = settings_for("svgp", 4), {0: split()}
+    rescheduled = replace(settings, checkpoint_minutes=1, checkpoint_every=7)
+    assert run_fingerprint(rescheduled, splits, None) == run_fingerprint(settings, splits, None)
+    assert run_fingerprint(replace(settings, lr=0.1), splits, None) != run_fingerprint(settings, splits, None)
