@@ -53,11 +53,12 @@ def cuda_syncs_raise(device: torch.device) -> Iterator[None]:
     if device.type != "cuda":
         yield
         return
+    previous = torch.cuda.get_sync_debug_mode()
     torch.cuda.set_sync_debug_mode("error")
     try:
         yield
     finally:
-        torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.set_sync_debug_mode(previous)
 
 
 def matmul_rate(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> float:
