@@ -75,6 +75,7 @@ def speed_section(args, device: torch.device, iterations: int, size: int) -> tup
                     rows.append([method, M, splits, "", "", "", "", megabytes(check.peak_memory(device), device),
                                  check.describe(error)])
                     ran.append(False)
+                print(f"speed {method} M {M} splits {splits}: {'done' if ran[-1] else 'FAILED'}", flush=True)
     return [f"## 3. speed.py rows (N {size}, batch {speed.BATCH}, D {speed.D}, RFE {speed.HIDDEN} units, "
             f"float64; {iterations} timed iteration(s) after one warm-up)", "",
             *table(["method", "M", "splits", "s/it", "GFLOP/it", "GFLOP/s", "ops/it", "peak MiB", "error"], rows)], ran
@@ -117,7 +118,6 @@ def main() -> None:
         checks.append(check.check_probe(name, config, device, warmup, steps))
         print(f"probe {name}: {'pass' if checks[-1].passed else 'FAIL'}", flush=True)
     speed_lines, ran = speed_section(args, device, iterations, size)
-    print("speed rows done", flush=True)
     cholesky = check.cholesky_libraries(device, *args.cholesky, repeats)
     cuda = device.type == "cuda"
     summary = [["probes trained" + (" under sync debug mode" if cuda else ""),
