@@ -84,7 +84,8 @@ def speed_section(args, device: torch.device, iterations: int, size: int) -> tup
 def cholesky_section(rows: list[check.CholeskyTiming], batch: int, size: int) -> list[str]:
     cells = [[row.library, "" if row.seconds is None else f"{row.seconds:.4f}",
               "" if row.residual is None else f"{row.residual:.1e}",
-              "" if row.difference is None else f"{row.difference:.1e}", row.error or ""] for row in rows]
+              "" if row.difference is None else "reference" if row is rows[0] else f"{row.difference:.1e}",
+              row.error or ""] for row in rows]
     return [f"## 4. Batched Cholesky: torch.linalg.cholesky_ex of {batch} x {size} x {size} float64", "",
             f"Each library via torch.backends.cuda.preferred_linalg_library (on the CPU: LAPACK alone). "
             f"They agree when residual and difference are below {check.AGREEMENT:g}.", "",

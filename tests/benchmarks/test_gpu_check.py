@@ -19,6 +19,6 @@ def test_a_quick_cpu_pass_writes_every_section(tmp_path, monkeypatch):
                     "## 5. Summary"):
         assert heading in text
     assert "| pass | exact | not applicable on cpu | 1.00 | none | not applicable on cpu |" in text
-    assert "| pass | svgp |" in text and "| svgp | 100 | 1 |" in text and "| lapack |" in text
+    assert "| pass | svgp |" in text and "| svgp | 100 | 1 |" in text and "| lapack |" in text and "| reference |" in text
     assert "| probes trained | 2 of 2 |" in text and "| Cholesky libraries factor and agree | yes |" in text
     assert list(report.parent.iterdir()) == [report]  # written atomically: no temporary file left
