@@ -1,0 +1,142 @@
+"""Run the GPU path once on a real GPU and write what happened as one Markdown report.
+
+Nothing in this repository has run on a GPU yet: if you have one, please run
+
+    python benchmarks/gpu_check.py            # --quick for a short pass
+
+and open an issue with the ``gpu_report.md`` it writes attached. It reports (1) the environment
+(torch, CUDA, driver, GPUs, float64 and float32 matrix-product rates); (2) every probe
+(``gpstudy.training.probes``: each method and config variant on a small problem) trained for a few
+warm-up iterations, then more under ``torch.cuda.set_sync_debug_mode("error")`` (any host
+synchronisation but the step's deliberate one raises), with its peak CUDA memory; (3) ``speed.py``'s
+rows for svgp, gpnet and fbnn at M 100 and 500 for 1 and 20 splits, with peak memory; (4) a batched
+Cholesky factor of 20 x 1000 x 1000 float64 under cuSOLVER and under MAGMA, and whether they agree;
+(5) a summary. A failure of one check is recorded in the report, never fatal.
+
+``--device cpu`` runs what makes sense without a GPU (synchronisations are still counted by
+dispatch) and marks the CUDA-only parts "not applicable on cpu".
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+import speed  # benchmarks/speed.py, beside this script
+from gpstudy import device_check as check
+from gpstudy.config import load_config
+from gpstudy.io import atomic_path
+from gpstudy.training.probes import PROBES
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def megabytes(value: int | None, device: torch.device) -> str:
+    return f"{value / 2**20:.1f}" if value is not None else f"not applicable on {device.type}"
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table; ``|`` inside a cell escaped."""
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+    return [line(header), line(["---"] * len(header)), *map(line, rows), ""]
+
+
+def probe_section(checks: list[check.ProbeCheck], device: torch.device, warmup: int, steps: int) -> list[str]:
+    mode = ("raised on synchronising CUDA operations" if device.type == "cuda"
+            else f"not applicable on {device.type}: synchronisations counted by dispatch only")
+    rows = []
+    for result in checks:
+        debug = (f"not applicable on {device.type}" if device.type != "cuda"
+                 else "pass" if result.error is None else "fail")
+        rows.append(["pass" if result.passed else "FAIL", result.name, debug, f"{result.deliberate:.2f}",
+                     "; ".join(result.unexpected) or "none", megabytes(result.peak_bytes, device),
+                     f"{result.error} (at {result.where or 'no gpstudy frame'})" if result.error else ""])
+    return [f"## 2. Probes: {warmup} warm-up iterations, then {steps} checked", "",
+            f"Sync debug mode: {mode}. Deliberate syncs per iteration must be at most 1.", "",
+            *table(["result", "probe", "sync debug mode", "deliberate syncs/it", "other syncs counted",
+                    "peak MiB", "error"], rows)]
+
+
+def speed_section(args, device: torch.device, iterations: int, size: int) -> tuple[list[str], list[bool]]:
+    rows, ran = [], []
+    for method in args.speed_methods:
+        for M in args.M:
+            for splits in args.splits:
+                check.reset_peak_memory(device)
+                try:
+                    row = speed.measure(method, M, size, splits, iterations, device)
+                    rows.append([method, M, splits, f"{row['seconds']:.4f}", f"{row['flops'] / 1e9:.2f}",
+                                 f"{row['flops'] / row['seconds'] / 1e9:.1f}", row["operators"],
+                                 megabytes(check.peak_memory(device), device), ""])
+                    ran.append(True)
+                except Exception as error:  # recorded, not fatal
+                    rows.append([method, M, splits, "", "", "", "", megabytes(check.peak_memory(device), device),
+                                 check.describe(error)])
+                    ran.append(False)
+                print(f"speed {method} M {M} splits {splits}: {'done' if ran[-1] else 'FAILED'}", flush=True)
+    return [f"## 3. speed.py rows (N {size}, batch {speed.BATCH}, D {speed.D}, RFE {speed.HIDDEN} units, "
+            f"float64; {iterations} timed iteration(s) after one warm-up)", "",
+            *table(["method", "M", "splits", "s/it", "GFLOP/it", "GFLOP/s", "ops/it", "peak MiB", "error"], rows)], ran
+
+
+def cholesky_section(rows: list[check.CholeskyTiming], batch: int, size: int) -> list[str]:
+    cells = [[row.library, "" if row.seconds is None else f"{row.seconds:.4f}",
+              "" if row.residual is None else f"{row.residual:.1e}",
+              "" if row.difference is None else "reference" if row is rows[0] else f"{row.difference:.1e}",
+              row.error or ""] for row in rows]
+    return [f"## 4. Batched Cholesky: torch.linalg.cholesky_ex of {batch} x {size} x {size} float64", "",
+            f"Each library via torch.backends.cuda.preferred_linalg_library (on the CPU: LAPACK alone). "
+            f"They agree when residual and difference are below {check.AGREEMENT:g}.", "",
+            *table(["library", "s per batch", "residual |LL'v - Av|/|Av|", "max |L - L_first| / max |L_first|",
+                    "error"], cells)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", help="cuda (default), cuda:K, or cpu for a smoke test")
+    parser.add_argument("--out", type=Path, default=Path("gpu_report.md"), help="the report (Markdown)")
+    parser.add_argument("--quick", action="store_true", help="few iterations, N 1000: a short pass")
+    parser.add_argument("--probes", nargs="+", choices=list(PROBES), default=list(PROBES))
+    parser.add_argument("--speed-methods", nargs="*", default=["svgp", "gpnet", "fbnn"])
+    parser.add_argument("--M", type=int, nargs="+", default=[100, 500])
+    parser.add_argument("--splits", type=int, nargs="+", default=[1, 20])
+    parser.add_argument("--size", type=int, default=8192, help="training-set size N of the speed rows")
+    parser.add_argument("--cholesky", type=int, nargs=2, default=[20, 1000], metavar=("BATCH", "SIZE"))
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("no CUDA device is visible to torch; run with --device cpu for a smoke test")
+    warmup, steps, iterations, repeats = (2, 3, 1, 1) if args.quick else (3, 30, 10, 5)
+    size = 1000 if args.quick else args.size
+    config = load_config(REPO / "config.yaml")
+
+    facts = check.environment(device, repeats)
+    print("environment done", flush=True)
+    checks = []
+    for name in args.probes:
+        checks.append(check.check_probe(name, config, device, warmup, steps))
+        print(f"probe {name}: {'pass' if checks[-1].passed else 'FAIL'}", flush=True)
+    speed_lines, ran = speed_section(args, device, iterations, size)
+    cholesky = check.cholesky_libraries(device, *args.cholesky, repeats)
+    cuda = device.type == "cuda"
+    summary = [["probes trained" + (" under sync debug mode" if cuda else ""),
+                f"{sum(c.error is None for c in checks)} of {len(checks)}"],
+               ["probes with at most one deliberate and no other sync per iteration (counted)",
+                f"{sum(c.passed for c in checks)} of {len(checks)}"],
+               ["speed rows measured", f"{sum(ran)} of {len(ran)}"],
+               ["Cholesky libraries factor and agree", "yes" if check.libraries_agree(cholesky) else "NO"],
+               ["peak memory per job", "recorded" if cuda else f"not applicable on {device.type}"]]
+    lines = [f"# gpstudy GPU check ({'quick' if args.quick else 'full'}, device {device})", "",
+             f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`", "",
+             "## 1. Environment", "", *table(["", ""], [list(fact) for fact in facts]),
+             *probe_section(checks, device, warmup, steps), *speed_lines,
+             *cholesky_section(cholesky, *args.cholesky), "## 5. Summary", "", *table(["check", "result"], summary)]
+    with atomic_path(args.out) as tmp:
+        tmp.write_text("\n".join(lines))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
