@@ -18,7 +18,6 @@ says what the batch costs per iteration relative to one split alone.
 """
 
 import argparse
-import time
 from dataclasses import replace
 from collections import Counter
 from pathlib import Path
@@ -28,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
 from gpstudy.config import load_config
+from gpstudy.device_check import matmul_rate
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import build_method
 from gpstudy.training import fit, run_settings
@@ -90,11 +90,6 @@ def build(method_name: str, M: int, n: int, splits: int, device: torch.device, d
     return build_method(settings.method, x, y, kernel, likelihood, config, generators).to(device), x, y, generators
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def measure(method_name: str, M: int, n: int, splits: int, iterations: int, device: torch.device,
             dtype: str = "float64") -> dict:
     """Seconds, FLOPs and operators of one iteration of ``fit`` (after one warm-up iteration) in ``dtype``."""
@@ -107,19 +102,6 @@ def measure(method_name: str, M: int, n: int, splits: int, iterations: int, devi
         fit(method, x, y, iterations=1, **run)
     return {"seconds": seconds / iterations, "flops": flops.get_total_flops(),
             "operators": sum(operators.counts.values())}
-
-
-def mm_rate(device: torch.device, repeats: int = 5, dtype: torch.dtype = torch.float64) -> float:
-    """GFLOP/s of a [1000, 2000] x [2000, 2000] torch.mm in ``dtype``, the shape of the RFE products."""
-    a = torch.randn(1000, 2000, dtype=dtype, device=device)
-    b = torch.randn(2000, 2000, dtype=dtype, device=device)
-    a @ b
-    synchronize(device)
-    tic = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    synchronize(device)
-    return 2 * 1000 * 2000 * 2000 * repeats / (time.perf_counter() - tic) / 1e9
 
 
 def main() -> None:
@@ -142,11 +124,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
-    rate = mm_rate(device)  # float64's: "of mm" says how much of the float64 rate a row reaches
+    rate = matmul_rate(device, torch.float64)  # float64's: "of mm" says how much of the float64 rate a row reaches
     print(f"device: {name}; batch {BATCH}, D {D}, RFE {HIDDEN} hidden units, torch {torch.__version__}, "
           f"malloc {args.malloc}")
     print(f"torch.mm [1000, 2000] x [2000, 2000]: float64 {rate:.1f} GFLOP/s, "
-          f"float32 {mm_rate(device, dtype=torch.float32):.1f} GFLOP/s")
+          f"float32 {matmul_rate(device, torch.float32):.1f} GFLOP/s")
     print(f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'dtype':>7s} {'s/it':>8s} {'GFLOP/it':>9s} "
           f"{'GFLOP/s':>8s} {'of mm':>6s} {'ops/it':>7s} {'batch/one':>9s}")
     for method in args.methods:
