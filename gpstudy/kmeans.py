@@ -79,15 +79,27 @@ def _squared_distances(x: Tensor, squared_norms: Tensor, centres: Tensor) -> Ten
 def _lloyd(x: Tensor, centres: Tensor, tolerance: Tensor) -> Tensor:
     """Lloyd's iterations from ``centres`` ``[B, M, D]``: each point to its closest centre, each centre to
     the mean of its points. Split b stops at the first iteration whose squared shift of the centres is at
-    most ``tolerance[b]``, or after ``settings.KMEANS_MAX_ITER`` iterations."""
+    most ``tolerance[b]``, or after ``settings.KMEANS_MAX_ITER`` iterations.
+
+    A stopped split keeps its centres (``torch.where``, on the device); at each check on the host the
+    stopped splits leave the batch, so a batch costs the sum of its splits' iterations, not the most.
+    """
+    centres = centres.clone()
+    moving = torch.arange(len(x), device=x.device)  # the splits not stopped at the last check
+    points, current, limit = x, centres, tolerance
     done = torch.zeros(len(x), dtype=torch.bool, device=x.device)
     for iteration in range(settings.KMEANS_MAX_ITER):
-        moved = _cluster_means(x, _closest_centre(x, centres), centres)
-        shift = (moved - centres).square().sum((-2, -1))
-        centres = torch.where(done[:, None, None], centres, moved)
-        done = done | (shift <= tolerance)
-        if (iteration + 1) % settings.KMEANS_CHECK_EVERY == 0 and bool(done.all()):
-            break
+        moved = _cluster_means(points, _closest_centre(points, current), current)
+        shift = (moved - current).square().sum((-2, -1))
+        current = torch.where(done[:, None, None], current, moved)
+        done = done | (shift <= limit)
+        if (iteration + 1) % settings.KMEANS_CHECK_EVERY == 0:
+            centres[moving] = current
+            if bool(done.all()):
+                return centres
+            points, current, limit, moving = points[~done], current[~done], limit[~done], moving[~done]
+            done = done[~done]
+    centres[moving] = current
     return centres
 
 
