@@ -10,8 +10,10 @@ the convergence is read on the host only every ``settings.KMEANS_CHECK_EVERY`` i
 stops updating at its own convergence, on the device, so its centres do not depend on the others).
 
 Each split's draws come from its own generator, a fixed number of them, so a split gets the same
-centres in a batch as alone. The distances to the centres are computed in chunks of points of at most
-``settings.KMEANS_CHUNK`` entries over the whole batch.
+centres in a batch as alone. Lloyd's distances to the centres are computed in chunks of points of at
+most ``settings.KMEANS_CHUNK`` entries over the whole batch; k-means++ holds B x L x N distances (L =
+2 + floor(ln M) candidates). On a GPU the sums of a cluster's points (``index_add_``) are bitwise
+repeatable only under ``torch.use_deterministic_algorithms``.
 """
 
 import math
