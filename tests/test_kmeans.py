@@ -69,10 +69,9 @@ def test_a_split_gets_its_centres_alone(dtype):
 def test_chunks_do_not_change_the_centres(monkeypatch):
     """Distances held 7 at a time (one point per chunk) give the centres of one chunk for everything."""
     xs = torch.stack([mixture(200, 2, 4, 2.0, seed=s) for s in range(2)])
-    generators = lambda: [torch.Generator().manual_seed(s) for s in range(2)]  # noqa: E731
-    whole = kmeans(xs, 7, generators())
+    whole = kmeans(xs, 7, [torch.Generator().manual_seed(s) for s in range(2)])
     monkeypatch.setattr(settings, "KMEANS_CHUNK", 7)
-    assert torch.equal(kmeans(xs, 7, generators()), whole)
+    assert torch.equal(kmeans(xs, 7, [torch.Generator().manual_seed(s) for s in range(2)]), whole)
 
 
 def test_the_seed_decides_the_centres():
@@ -88,8 +87,8 @@ def test_float32_matches_float64():
     double = kmeans(x, 5, torch.Generator().manual_seed(0))
     single = kmeans(x.float(), 5, torch.Generator().manual_seed(0))
     assert single.dtype == torch.float32
-    by_first = lambda centres: centres[centres[:, 0].argsort()]  # noqa: E731  (the draws order them differently)
-    torch.testing.assert_close(by_first(single.double()), by_first(double), rtol=0, atol=1e-3)
+    single, double = single[single[:, 0].argsort()], double[double[:, 0].argsort()]  # drawn in other orders
+    torch.testing.assert_close(single.double(), double, rtol=0, atol=1e-3)
 
 
 def test_as_many_centres_as_points_are_the_points():
