@@ -10,4 +10,4 @@ CHOLESKY_MAX_TRIES = 5  # extra jitter tries of gaussian.cholesky: JITTER, 10 JI
 KMEANS_TOL = 1e-4  # k-means stops when the centres' squared shift is at most this times the mean feature variance
 KMEANS_MAX_ITER = 300  # at most this many Lloyd's iterations of k-means (scikit-learn's default)
 KMEANS_CHECK_EVERY = 10  # k-means reads its convergence on the host (a GPU sync) every this many iterations
-KMEANS_CHUNK = 2**18  # point-to-centre distances k-means holds at once, over all splits (2 MB in float64: cache-sized; 2**22 was 1.5-2x slower on a CPU)
+KMEANS_CHUNK = 2**18  # distances k-means holds at once, over all splits (2 MB in float64: 2**22 was slower on a CPU)
