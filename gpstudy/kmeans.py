@@ -57,25 +57,28 @@ def _greedy_kmeans_plus_plus(x: Tensor, uniforms: Tensor) -> Tensor:
     """
     num_points = x.shape[-2]
     squared_norms = x.square().sum(-1)  # [B, N]
+    columns = x.mT.contiguous()  # [B, D, N]: a contiguous right factor, several times faster on a CPU
     first = (uniforms[:, 0, :1] * num_points).long().clamp(max=num_points - 1)  # [B, 1]
     chosen = [first]
-    closest = _squared_distances(x, squared_norms, draws.take_rows(x, first)).squeeze(-2)  # [B, N]
+    closest = _squared_distances(columns, squared_norms, draws.take_rows(x, first)).squeeze(-2)  # [B, N]
+    distances = x.new_empty(len(x), uniforms.shape[-1], num_points)  # [B, L, N], one buffer for every step
     for step_uniforms in uniforms[:, 1:].unbind(1):  # [B, L]
         cumulative = closest.cumsum(-1)
         candidates = torch.searchsorted(cumulative, step_uniforms * cumulative[:, -1:]).clamp(max=num_points - 1)
-        distances = torch.minimum(closest.unsqueeze(-2),
-                                  _squared_distances(x, squared_norms, draws.take_rows(x, candidates)))  # [B, L, N]
+        _squared_distances(columns, squared_norms, draws.take_rows(x, candidates), out=distances)
+        torch.minimum(closest.unsqueeze(-2), distances, out=distances)
         best = distances.sum(-1).argmin(-1, keepdim=True)  # [B, 1]
         chosen.append(candidates.gather(-1, best))
         closest = distances.gather(-2, best.unsqueeze(-1).expand(-1, 1, num_points)).squeeze(-2)
     return draws.take_rows(x, torch.cat(chosen, -1))
 
 
-def _squared_distances(x: Tensor, squared_norms: Tensor, centres: Tensor) -> Tensor:
-    """|x_n - c_m|^2 ``[B, M, N]`` of points ``x`` ``[B, N, D]`` (``squared_norms`` |x_n|^2 ``[B, N]``)
-    to ``centres`` ``[B, M, D]``, for a few centres (the k-means++ candidates)."""
-    cross = torch.baddbmm(squared_norms.unsqueeze(-2), centres, x.mT, alpha=-2)  # |x|^2 - 2 c.x
-    return (cross + centres.square().sum(-1, keepdim=True)).clamp_min(0)
+def _squared_distances(columns: Tensor, squared_norms: Tensor, centres: Tensor, out: Tensor | None = None) -> Tensor:
+    """|x_n - c_m|^2 ``[B, M, N]`` of points x given as ``columns`` ``[B, D, N]`` (``squared_norms``
+    |x_n|^2 ``[B, N]``) to ``centres`` ``[B, M, D]``, for a few centres (the k-means++ candidates), into
+    ``out`` if given (a CPU pays to map fresh pages for every large new tensor)."""
+    distances = torch.baddbmm(squared_norms.unsqueeze(-2), centres, columns, alpha=-2, out=out)  # |x|^2 - 2 c.x
+    return distances.add_(centres.square().sum(-1, keepdim=True)).clamp_min_(0)
 
 
 def _lloyd(x: Tensor, centres: Tensor, tolerance: Tensor) -> Tensor:
