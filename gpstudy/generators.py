@@ -64,11 +64,6 @@ def take_rows(values: Tensor, indices: Tensor) -> Tensor:
     return torch.take_along_dim(values, indices.reshape(*indices.shape, *[1] * rest), dim=indices.ndim - 1)
 
 
-def seeds(generators: Generators) -> list[int]:
-    """One integer seed per generator (for libraries with their own randomness, e.g. k-means)."""
-    return [int(torch.randint(2**31 - 1, (), generator=g, device=g.device)) for g in _as_list(generators)]
-
-
 def get_state(generators: Generators) -> list[Tensor]:
     """The generators' states, for a checkpoint."""
     return [generator.get_state() for generator in _as_list(generators)]

@@ -1,4 +1,4 @@
-"""Numerical settings shared by every module: default dtype, jitter, positivity floor, prediction chunks."""
+"""Numerical settings shared by every module: default dtype, jitter, positivity floor, prediction and k-means chunks."""
 
 import torch
 
@@ -7,3 +7,7 @@ JITTER = 1e-6  # added to the diagonal of every kernel and network covariance
 POSITIVE_FLOOR = 1e-6  # lower bound of every softplus-constrained parameter
 PREDICT_CHUNK = 4096  # points predicted at a time unless a method or network needs fewer (memory per point)
 CHOLESKY_MAX_TRIES = 5  # extra jitter tries of gaussian.cholesky: JITTER, 10 JITTER, ... (x10 each)
+KMEANS_TOL = 1e-4  # k-means stops when the centres' squared shift is at most this times the mean feature variance
+KMEANS_MAX_ITER = 300  # at most this many Lloyd's iterations of k-means (scikit-learn's default)
+KMEANS_CHECK_EVERY = 10  # k-means reads its convergence on the host (a GPU sync) every this many iterations
+KMEANS_CHUNK = 2**18  # distances k-means holds at once, over all splits (2 MB in float64: 2**22 was slower on a CPU)

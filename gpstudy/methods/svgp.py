@@ -4,14 +4,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import torch
-from sklearn.cluster import KMeans
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import kernel_scale_tril, kl_to_standard_normal, raw_scale_tril, scale_tril
 from gpstudy.kernels import Kernel
+from gpstudy.kmeans import kmeans
 from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood
 from gpstudy.methods.base import Method, MethodConfig
 
@@ -26,18 +25,13 @@ def _capped(num_points: int, requested: int) -> int:
 
 
 def kmeans_centres(x: Tensor, num_centres: int, generators: draws.Generators) -> Tensor:
-    """scikit-learn k-means centres ``[*batch, min(num_centres, N), D]`` of ``x`` ``[*batch, N, D]``.
+    """k-means centres ``[*batch, min(num_centres, N), D]`` of ``x`` ``[*batch, N, D]`` (``gpstudy.kmeans``),
+    each split seeded by its own generator, on ``x``'s device.
 
-    Each split's k-means is seeded by its own generator. k-means cannot place more centres than
-    points: with num_centres > N it returns N centres (the training inputs themselves) and logs a
-    warning.
+    k-means cannot place more centres than points: with num_centres > N it returns N centres (the
+    training inputs themselves) and logs a warning.
     """
-    num_centres = _capped(x.shape[-2], num_centres)
-    points = x.detach().cpu().numpy().reshape(-1, *x.shape[-2:])  # [batch, N, D]
-    centres = [KMeans(n_clusters=num_centres, random_state=seed).fit(split).cluster_centers_
-               for split, seed in zip(points, draws.seeds(generators))]
-    return torch.as_tensor(np.stack(centres), dtype=x.dtype, device=x.device).reshape(
-        *x.shape[:-2], num_centres, x.shape[-1])
+    return kmeans(x, _capped(x.shape[-2], num_centres), generators)
 
 
 def training_points(x: Tensor, num_points: int, generators: draws.Generators) -> Tensor:

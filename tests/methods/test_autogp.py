@@ -233,7 +233,8 @@ def test_predictions_are_the_mixture_moments(data):
         got_mean, got_var = method.predict_f(x)
     torch.testing.assert_close(got_mean, first)
     torch.testing.assert_close(got_var, second - first.square())
-    assert (got_var > (weights * var).sum(0)[0] + 1e-3).all()  # the spread of the means adds to it
+    spread = got_var - (weights * var).sum(0)[0]  # the spread of the means adds to it, at every point
+    assert (spread > 0).all() and spread.mean() > 0.1  # not vacuous: the means differ (nearly equal at one point)
 
 
 def test_kl_bound_of_a_mixture(data):
