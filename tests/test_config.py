@@ -272,3 +272,15 @@ def test_run_experiments_picks_the_experiments_that_train():
         "uci", "odvgp", "autogp", "classification"}
     with pytest.raises(ConfigError, match=r"\$\.run_experiments\[1\]: unknown experiment 'autgp'"):
         validate_config(with_changes(run_experiments=["uci", "autgp"]))
+
+
+def test_an_overlay_drops_a_method_by_an_empty_list_of_m_and_experiments_by_run_experiments(tmp_path):
+    """Overlays merge key by key, so a method or experiment they leave out stays: `[]` drops a method from
+    one experiment, `run_experiments` keeps only the experiments it names."""
+    overlay = tmp_path / "no_fbnn.yaml"
+    overlay.write_text("experiments:\n  uci:\n    methods: {fbnn: []}\nrun_experiments: [uci, odvgp]\n")
+    config = load_config(REPO / "config.yaml", overlay)
+    jobs = study_jobs(config)
+    assert {job.experiment for job in jobs} == {"uci", "odvgp"}
+    assert {job.method for job in jobs if job.experiment == "uci"} == {"svgp", "gpnet"}
+    assert {(job.method, job.M) for job in study_jobs(BASE) if job.experiment == "uci"} >= {("fbnn", 500)}
