@@ -116,6 +116,7 @@ def validate_config(config: dict[str, Any]) -> None:
                     key=lambda e: list(e.absolute_path))
     problems = [f"  config key {e.json_path}: {e.message}" for e in errors]
     problems += [f"  config key {path}: a number must be finite, not NaN or infinite" for path in _non_finite(config)]
+    problems = problems or [f"  config key {path}: {problem}" for path, problem in _bad_names(config)]
     if problems:
         raise ConfigError("invalid configuration:\n" + "\n".join(problems))
     known = set(DATASETS) | set(user_datasets(config))
@@ -171,6 +172,22 @@ def validate_config(config: dict[str, Any]) -> None:
         except SettingsError as error:
             raise ConfigError(f"invalid configuration:\n  experiment {job.experiment!r}, data set {job.dataset!r}, "
                               f"method {job.method!r}: {error}") from None
+
+
+def _bad_names(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, problem) of every data set, method and variant name that breaks its rule in ``paths``:
+    the names become parts of the study's file paths, and Snakemake matches them by those rules."""
+    named = [(paths.DATASET_NAME, "data set", f"$.datasets[{i}]", name) for i, name in enumerate(config["datasets"])]
+    named += [(paths.DATASET_NAME, "data set", f"$.dataset_options.{name}", name)
+              for name in config.get("dataset_options", {})]
+    named += [(paths.METHOD_NAME, "variant", f"$.variants.{name}", name) for name in config.get("variants", {})]
+    for experiment, spec in config["experiments"].items():
+        named += [(paths.DATASET_NAME, "data set", f"$.experiments.{experiment}.datasets[{i}]", name)
+                  for i, name in enumerate(spec["datasets"])]
+        named += [(paths.METHOD_NAME, "method", f"$.experiments.{experiment}.methods.{name}", name)
+                  for name in spec["methods"]]
+    return [(path, f"{kind} name {name!r} must match {rule.pattern} ({rule.words})")
+            for rule, kind, path, name in named if not rule.allows(name)]
 
 
 def _non_finite(value: Any, path: str = "$") -> list[str]:

@@ -1,7 +1,28 @@
 """The one path grammar of a study's files, shared by the Snakemake rules and the ``gpstudy`` CLI.
 
-Patterns are relative to the working directory; ``{name}`` fields are Snakemake wildcards.
+Patterns are relative to the working directory; ``{name}`` fields are Snakemake wildcards. The names
+a config gives its data sets and methods become path parts: ``NameRule``s say which names those are,
+for both the config's validation and the rules' ``wildcard_constraints``.
 """
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """The names a path field takes: a regular expression (the field's wildcard constraint), in words."""
+
+    pattern: str  # matched against the whole name
+    words: str  # the rule as a user reads it
+
+    def allows(self, name: object) -> bool:
+        """Whether ``name`` is a string the rule allows, whole."""
+        return isinstance(name, str) and re.fullmatch(self.pattern, name) is not None
+
+
+DATASET_NAME = NameRule("[a-z0-9_]+", "lowercase letters, digits, underscore")  # {dataset}
+METHOD_NAME = NameRule("[a-z][a-z0-9_]*", "a lowercase letter, then lowercase letters, digits, underscore")  # {method}
 
 RAW_MANIFEST = "data/raw/{dataset}/files_{protocol}.json"  # checksums of the fetched files
 TABLE = "data/tables/{dataset}_{protocol}.npz"  # the whole data set as read from its raw files

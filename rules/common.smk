@@ -15,12 +15,12 @@ EXPERIMENTS = sorted({job.experiment for job in JOBS})
 
 
 wildcard_constraints:
-    dataset="[a-z0-9_]+",
+    dataset=paths.DATASET_NAME.pattern,
     protocol="|".join(PROTOCOLS),
     split=r"\d+",
     splits=r"\d+-\d+",
     experiment="|".join(EXPERIMENTS) or "none",
-    method="[a-z][a-z0-9_]*",
+    method=paths.METHOD_NAME.pattern,
     M=r"\d+",
     metric="|".join(sorted({m for metrics in TASK_METRICS.values() for m in metrics})),
 

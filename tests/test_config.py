@@ -57,7 +57,7 @@ def with_nested(**changes):
     ({"methods": {"gpnet": {"hidden_units": 10}}}, r"\$\.methods\.gpnet: 'beta0' is a required property"),
     ({"training": {"lr": 0.1}}, r"\$\.training: 'batch_size' is a required property"),
     ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"Od-SVGP": [5]}}}},
-     r"\$\.experiments\.uci\.methods: 'Od-SVGP' does not match"),
+     r"\$\.experiments\.uci\.methods\.Od-SVGP: method name 'Od-SVGP' must match \[a-z\]\[a-z0-9_\]\* \(a lowercase"),
     ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"od_svgp": [5]}}}},
      r"experiments\.uci\.methods\.od_svgp: unknown method 'od_svgp'; known: autogp, autogp_arccos, autogp_loo, exact, fbnn, gpnet, odvgp, orth, orthnat, svgp"),
     ({"device": "gpu"}, r"\$\.device: 'gpu' does not match"),
@@ -67,6 +67,42 @@ def with_nested(**changes):
 def test_bad_config_names_the_key(changes, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(with_changes(**changes))
+
+
+def user_data_set(name):
+    """A config whose study is the user data set ``name`` alone, in the uci experiment."""
+    source = {"source": {"file": "mine.csv", "sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression"}
+    return with_nested(datasets=[name], dataset_options={name: source}, experiments={"uci": {"datasets": [name]}})
+
+
+RULE = r"must match \[a-z0-9_\]\+ \(lowercase letters, digits, underscore\)"
+
+
+@pytest.mark.parametrize("name", ["MyData", "my data", "données", "my-data"])
+def test_a_data_set_name_outside_the_path_rule_is_refused_at_validation(name):
+    """Such a name passed validation and failed the DAG later (MissingInputException in rule collect)."""
+    with pytest.raises(ConfigError, match=rf"\$\.datasets\[0\]: data set name '{name}' {RULE}\n"
+                                          rf"  config key \$\.dataset_options\.{name}: data set name '{name}' {RULE}\n"
+                                          rf"  config key \$\.experiments\.uci\.datasets\[0\]: data set name '{name}'"):
+        validate_config(user_data_set(name))
+    validate_config(user_data_set("my_data_2"))
+
+
+def test_a_variant_name_outside_the_method_rule_is_refused():
+    with pytest.raises(ConfigError, match=r"\$\.variants\.Orth2: variant name 'Orth2' must match \[a-z\]\[a-z0-9_\]\*"):
+        validate_config(with_nested(variants={"Orth2": {"method": "odvgp"}}))
+
+
+def test_registered_names_keep_the_rules_the_workflow_matches_paths_by():
+    from gpstudy import paths
+    from gpstudy.data import DATASETS
+    from gpstudy.methods import METHODS
+
+    assert all(paths.DATASET_NAME.allows(name) for name in DATASETS)
+    assert all(paths.METHOD_NAME.allows(name) for name in [*METHODS, *BASE["variants"]])
+    assert not paths.DATASET_NAME.allows("boston\n") and not paths.METHOD_NAME.allows("2svgp")
+    constraints = (REPO / "rules/common.smk").read_text()  # the wildcard constraints ask the same rules
+    assert "dataset=paths.DATASET_NAME.pattern," in constraints and "method=paths.METHOD_NAME.pattern," in constraints
 
 
 def test_study_jobs_batch_all_splits_by_default():
@@ -236,3 +272,15 @@ def test_run_experiments_picks_the_experiments_that_train():
         "uci", "odvgp", "autogp", "classification"}
     with pytest.raises(ConfigError, match=r"\$\.run_experiments\[1\]: unknown experiment 'autgp'"):
         validate_config(with_changes(run_experiments=["uci", "autgp"]))
+
+
+def test_an_overlay_drops_a_method_by_an_empty_list_of_m_and_experiments_by_run_experiments(tmp_path):
+    """Overlays merge key by key, so a method or experiment they leave out stays: `[]` drops a method from
+    one experiment, `run_experiments` keeps only the experiments it names."""
+    overlay = tmp_path / "no_fbnn.yaml"
+    overlay.write_text("experiments:\n  uci:\n    methods: {fbnn: []}\nrun_experiments: [uci, odvgp]\n")
+    config = load_config(REPO / "config.yaml", overlay)
+    jobs = study_jobs(config)
+    assert {job.experiment for job in jobs} == {"uci", "odvgp"}
+    assert {job.method for job in jobs if job.experiment == "uci"} == {"svgp", "gpnet"}
+    assert {(job.method, job.M) for job in study_jobs(BASE) if job.experiment == "uci"} >= {("fbnn", 500)}

@@ -25,6 +25,12 @@ from gpstudy.data.uci import read_benchmark_table, read_index_split
 from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 
 TRAIN_FRACTION = 0.9  # random and first_rows protocols: int(0.9 N) training rows unless train_size is set
+# The fewest rows a split may have. Training: x and y are standardized by the training std, whose relative
+# standard error is about 1 / sqrt(2 (n - 1)): 71% from 2 rows, 24% from 10. Test: 2 rows make a metric a
+# mean over rows, not one row's error (one row's error rate is 0 or 1). With the default fraction a data
+# set needs 12 rows (10 + 2); a 3-row file would train on 2 rows and test on 1.
+MIN_TRAIN_ROWS = 10
+MIN_TEST_ROWS = 2
 
 
 @dataclass(frozen=True)
@@ -107,8 +113,11 @@ def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: b
     """Select the rows and standardize x and y with training statistics only."""
     if np.intersect1d(train, test).size:
         raise ValueError(f"train and test rows overlap ({info})")
-    if not (len(train) and len(test)):
-        raise ValueError(f"{len(train)} training and {len(test)} test rows: a split needs both ({info})")
+    if len(train) < MIN_TRAIN_ROWS or len(test) < MIN_TEST_ROWS:
+        where = ", ".join(f"{key} {info[key]!r}" for key in ("dataset", "protocol", "split") if key in info)
+        raise DataError(f"{where or 'a split'}: {len(train)} training and {len(test)} test rows of the table's "
+                        f"{len(table.y)}; a split needs at least {MIN_TRAIN_ROWS} training and {MIN_TEST_ROWS} test "
+                        "rows (a larger file, or train_size / test_size under the data set's dataset_options)")
     x_train, x_test = table.x[train], table.x[test]
     y_train, y_test = table.y[train], table.y[test]
     d = table.x.shape[1]

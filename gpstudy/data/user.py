@@ -41,7 +41,11 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
     elif target not in columns:
         raise DataError(f"{source}: no target column {target!r}; the file has {columns}")
     if task == "classification":
-        frame = frame.assign(**{str(target): np.unique(frame[target].astype(str), return_inverse=True)[1]})
+        classes, labels = np.unique(frame[target].astype(str), return_inverse=True)
+        if len(classes) < 2:
+            raise DataError(f"{source}: target column {target!r} holds {len(classes)} class(es) "
+                            f"({', '.join(map(repr, classes))}); a classification task needs at least two")
+        frame = frame.assign(**{str(target): labels})
         frame.columns = columns
     return checked_table(frame, target, source)
 

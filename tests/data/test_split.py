@@ -5,7 +5,7 @@ import copy
 import numpy as np
 import pytest
 
-from gpstudy.data import Table, load_split, make_split, save_split, split_rows
+from gpstudy.data import DataError, Table, load_split, make_split, save_split, split_rows
 
 
 def toy_table(n=50, test_mask=None):
@@ -83,10 +83,32 @@ def test_standardization_uses_training_rows_only():
 
 
 def test_classification_targets_are_not_standardized():
-    table = Table(x=np.ones((10, 2)), y=np.arange(10) % 3)
-    split = make_split(table, np.arange(8), np.arange(8, 10), standardize=False, info={})
-    np.testing.assert_array_equal(split.y_train, table.y[:8])
+    table = Table(x=np.ones((12, 2)), y=np.arange(12) % 3)
+    split = make_split(table, np.arange(10), np.arange(10, 12), standardize=False, info={})
+    np.testing.assert_array_equal(split.y_train, table.y[:10])
     assert split.y_mean == 0.0 and split.y_std == 1.0
+
+
+INFO = {"dataset": "mine", "protocol": "random", "split": 0}
+
+
+@pytest.mark.parametrize("rows, sizes, counts", [
+    (3, {}, "2 training and 1 test rows of the table's 3"),  # a 3-row file trained on 2 rows
+    (30, {"train_size": 9}, "9 training and 21 test rows of the table's 30"),
+    (30, {"train_size": 29}, "29 training and 1 test rows of the table's 30"),
+])
+def test_a_split_with_too_few_training_or_test_rows_is_refused_naming_the_counts(rows, sizes, counts):
+    table = toy_table(rows)
+    with pytest.raises(DataError, match=f"dataset 'mine', protocol 'random', split 0: {counts}; a split needs at least "
+                                        "10 training and 2 test rows"):
+        make_split(table, *split_rows(table, "random", 0, **sizes), standardize=True, info=INFO)
+
+
+@pytest.mark.parametrize("rows, sizes", [(12, {}), (30, {"train_size": 28}), (30, {"train_size": 10, "test_size": 2})])
+def test_the_fewest_rows_a_split_takes(rows, sizes):
+    table = toy_table(rows)
+    split = make_split(table, *split_rows(table, "random", 0, **sizes), standardize=True, info=INFO)
+    assert split.info["n_train"] >= 10 and split.info["n_test"] >= 2
 
 
 def test_overlapping_rows_are_refused():

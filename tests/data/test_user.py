@@ -77,6 +77,28 @@ def test_classification_labels_become_class_indices_and_bad_targets_are_named(tm
         read_table(get_dataset("mine", spec | {"target": 5}), "random", tmp_path)
 
 
+def test_a_classification_target_of_one_class_is_refused_naming_file_column_and_class(tmp_path):
+    """One class trained and reported an error rate of 0.0."""
+    (tmp_path / "t.csv").write_text("f,label\n" + "".join(f"0.{i},yes\n" for i in range(20)))
+    spec = {"source": {"file": "t.csv", "sha256": "0" * 64}, "format": "csv", "task": "classification"}
+    with pytest.raises(DataError, match=r"t.csv: target column 'label' holds 1 class\(es\) \('yes'\); a classification "
+                                        "task needs at least two"):
+        read_table(get_dataset("mine", spec | {"target": "label"}), "random", tmp_path)
+
+
+def test_a_file_too_small_to_split_is_refused_before_training(tmp_path, monkeypatch):
+    """A 3-row file trained on 2 rows and tested on 1."""
+    mirror = tmp_path / "mirror"
+    overlay = tmp_path / "tiny.yaml"
+    overlay.write_text(yaml.safe_dump({"datasets": ["mydata"], "dataset_options": {
+        "mydata": options(write_csv(mirror / "mydata", rows=3))}}))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match="dataset 'mydata', protocol 'random', split 0: 2 training and 1 test rows of "
+                                        "the table's 3; a split needs at least 10 training and 2 test rows"):
+        main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "mydata", "--method", "svgp",
+              "--M", "5", "--iterations", "5", "--mirror", str(mirror)])
+
+
 def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(-1.5, 1.0, size=(60, 2)), rng.normal(1.5, 1.0, size=(60, 2))])
