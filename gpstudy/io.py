@@ -1,6 +1,7 @@
 """Atomic file output: every file gpstudy writes appears whole or not at all."""
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -12,6 +13,7 @@ from typing import Any
 
 SOURCE_SUFFIXES = (".py", ".yaml", ".tsv")  # the package files whose content is the code of a run
 REMAKE = "delete it and rerun to make it again"  # what to do with a damaged file of the pipeline's own
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # errors of a full disk or a full quota
 
 UMASK = os.umask(0o022)  # the process's umask, read (and restored) once at import
 os.umask(UMASK)
@@ -21,9 +23,16 @@ os.umask(UMASK)
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds.
 
+    A block that fails leaves ``path`` as it was and no temporary file.
+
     Args:
         path: the final destination; its parent folder is created.
         suffix: extension the temporary file carries (some writers, e.g. ``numpy.savez``, need it).
+
+    Raises:
+        OSError: errno ENOSPC, "No space left on device" naming ``path``, when the block failed on a full
+            disk or quota (:func:`no_space`: the write's own error names at most the temporary file,
+            and writers such as ``torch.save`` bury it under their own).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,31 +43,53 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
+    except Exception as error:
+        if no_space(error):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from error
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 
 
+def no_space(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from or during, is a full disk or quota (``NO_SPACE``)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text``, atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
 def write_json(path: str | os.PathLike, data: Any) -> None:
     """Write ``data`` as indented JSON, atomically."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 class UnreadableFileError(ValueError):
     """A file the pipeline made cannot be parsed (truncated, edited): the message names it."""
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike, remake: str = REMAKE) -> Any:
     """The data of a JSON file.
 
+    Args:
+        remake: what makes the file again, for the error (``REMAKE`` suits a file that is a rule's output).
+
     Raises:
-        UnreadableFileError: the file is not valid JSON (the message names it and how to remake it).
+        UnreadableFileError: the file is not valid JSON (the message names it and ``remake``).
     """
     try:
         return json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UnreadableFileError(f"{path}: not valid JSON ({error}); {REMAKE}") from error
-
+        raise UnreadableFileError(f"{path}: not valid JSON ({error}); {remake}") from error
 
 
 def write_csv(path: str | os.PathLike, frame: "pandas.DataFrame") -> None:

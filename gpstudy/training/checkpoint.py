@@ -125,14 +125,19 @@ def _copy(value: Any, into: Any) -> Any:
 def save(path: Path, state: dict, ready: torch.cuda.Event | None = None) -> None:
     """Write ``state`` to ``path`` atomically, once ``ready`` (the host copies' event) has passed.
 
+    ``torch.save`` writes through a Python file: given a file name, its own writer reports a full disk
+    only as "unexpected pos" or "iostream error", while the file's ``OSError`` (errno ENOSPC) is what
+    :func:`gpstudy.io.atomic_path` recognises.
+
     Raises:
-        CheckpointError: the write failed (disk full, no permission); the message names ``path``.
+        CheckpointError: the write failed (disk full: "No space left on device", no permission); the
+            message names ``path``.
     """
     if ready is not None:
         ready.synchronize()
     try:
-        with atomic_path(path) as tmp:
-            torch.save(state, tmp)
+        with atomic_path(path) as tmp, open(tmp, "wb") as file:
+            torch.save(state, file)
     except Exception as error:
         raise CheckpointError(f"checkpoint {path} cannot be written ({type(error).__name__}: {error})") from error
 
@@ -148,7 +153,7 @@ def load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as error:  # torch raises pickle, zip and runtime errors alike
         raise CheckpointError(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
-                              "delete it to train afresh") from error
+                              "delete it and rerun to train afresh") from error
     if state.get("fingerprint") != fingerprint:
         log.warning("checkpoint %s belongs to other settings, splits, start or code: discarded, training afresh",
                     path)

@@ -23,6 +23,7 @@ from gpstudy.methods import Method, MethodConfig, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
                               readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
+from gpstudy.training.finished import finished_path, job_identity, keep_outputs, restore_outputs
 from gpstudy.training.fit import fit
 from gpstudy.training.settings import RunSettings
 
@@ -208,7 +209,9 @@ def _status(curve: pd.DataFrame, values: tuple[str, ...]) -> str:
 def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
                labels: dict[int, dict], hyperparameters: dict[int, dict] | None = None) -> dict[int, dict]:
     """:func:`train_splits`, writing each split's ``metrics.json`` (after removing what an earlier run of
-    these splits left in their folders); the finished batch's checkpoint is removed.
+    these splits left in their folders). When the batch finished, its outputs are kept beside the
+    checkpoint (:mod:`gpstudy.training.finished`) and the checkpoint is removed; a rerun of the same
+    batch (same settings, data, start, code and labels) rewrites them from there without training.
 
     A failure of the method (``METHOD_FAILURES``: no jitter saved a Cholesky of any split) is recorded as
     each split's failed status, not raised; any other error (a fault of the machine: disk, checkpoint,
@@ -218,12 +221,14 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
     for folder in out_dirs.values():
         for name in RUN_FILES:
             (folder / name).unlink(missing_ok=True)
+    record = finished_path(checkpoint)
+    identity = job_identity(run_fingerprint(settings, splits, hyperparameters), labels)
+    if restore_outputs(record, identity, out_dirs):
+        return {s: read_json(folder / "metrics.json") for s, folder in out_dirs.items()}
     try:
         results = train_splits(splits, settings, out_dirs, checkpoint, hyperparameters)
-        checkpoint.unlink(missing_ok=True)
     except METHOD_FAILURES as error:  # a failed run is a row with its status, not a hole in the study
         log.error("runs %s failed:\n%s", list(labels.values()), traceback.format_exc())
-        checkpoint.unlink(missing_ok=True)
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**dict.fromkeys(metrics, np.nan), "iterations": settings.iterations, "seconds": np.nan,
                        "device": str(settings.torch_device()), "seed": settings.seed + s,
@@ -232,6 +237,8 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
     for s, metrics in results.items():
         results[s] = {**labels[s], **metrics}
         write_json(out_dirs[s] / "metrics.json", results[s])
+    keep_outputs(record, identity, out_dirs, RUN_FILES)  # before the checkpoint goes: a kill between loses nothing
+    checkpoint.unlink(missing_ok=True)
     return results
 
 
