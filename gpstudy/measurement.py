@@ -16,8 +16,12 @@ class MeasurementSampler(nn.Module):
         raise NotImplementedError
 
     def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
-        """X_M ``[*batch, num_points, D]`` (fewer for samplers that say so), drawn from ``generators``."""
+        """X_M ``[*batch, size(num_points), D]``, drawn from ``generators``."""
         raise NotImplementedError
+
+    def size(self, num_points: int) -> int:
+        """How many points a draw of ``num_points`` gives: all of them by default."""
+        return num_points
 
 
 class TrainingInputs(MeasurementSampler):
@@ -37,6 +41,10 @@ class TrainingInputs(MeasurementSampler):
     @classmethod
     def build(cls, x_train: Tensor, noise_std: Tensor, box: tuple | None) -> "TrainingInputs":
         return cls(x_train)
+
+    def size(self, num_points: int) -> int:
+        """``min(num_points, N)``: distinct training inputs."""
+        return min(num_points, self.x_train.shape[-2])
 
     def forward(self, num_points: int, generators: draws.Generators) -> Tensor:
         order = draws.randperm(self.x_train.shape[-2], generators, self.x_train.device)

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from gpstudy.io import atomic_path
+from gpstudy.metrics import TASK_METRICS
 from gpstudy.paper import METRICS, paper_columns, paper_datasets, pbp_table
 from gpstudy.tables import METHOD_NAMES, METRIC_NAMES, dataset_label, in_order, mean_and_se, method_label
 
@@ -30,7 +31,9 @@ CURVE_AXES = {"iteration": "Iteration", "seconds": "Training seconds"}  # learni
 
 
 def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path) -> None:
-    """Figure 3: per data set, violins over splits of RMSE (top) and test log-likelihood (bottom).
+    """Figure 3: per data set, violins over splits of the task's metrics (``drawn_metrics``), a row each: RMSE
+    (a classification: error rate) on top, test log-likelihood below; PBP's mean ± se beside where the
+    paper has it.
 
     Args:
         runs: ``results/runs.csv``; one panel per data set of the ``experiment``'s rows, whose
@@ -44,21 +47,22 @@ def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path) -> None:
     ok = ok.assign(label=[method_label(method, m) for method, m in zip(ok["method"], ok["M"])])
     datasets = in_order(uci["dataset"], paper_datasets()["dataset"])
     labels = [method_label(*column) for column in in_order(zip(uci["method"], uci["M"]), paper_columns())]
-    pbp = {metric: pbp_table(metric).set_index("dataset") for metric in METRICS}
-    if any(dataset in pbp["rmse"].index for dataset in datasets):
+    metrics = drawn_metrics(uci)
+    pbp = {metric: pbp_table(metric).set_index("dataset") for metric in metrics if metric in METRICS}
+    if any(dataset in table.index for table in pbp.values() for dataset in datasets):
         labels.append("PBP")
     colors = _colors(labels)
-    figure = Figure(figsize=(VIOLIN_PANEL[0] * len(datasets), VIOLIN_PANEL[1] * len(METRICS)), layout="constrained")
-    axes = figure.subplots(len(METRICS), len(datasets), squeeze=False)
-    for row, metric in enumerate(METRICS):
+    figure = Figure(figsize=(VIOLIN_PANEL[0] * len(datasets), VIOLIN_PANEL[1] * len(metrics)), layout="constrained")
+    axes = figure.subplots(len(metrics), len(datasets), squeeze=False)
+    for row, metric in enumerate(metrics):
         for ax, dataset in zip(axes[row], datasets):
             sns.violinplot(data=ok[ok["dataset"] == dataset], x="label", y=metric, order=labels, hue="label",
                            hue_order=labels, palette=colors, cut=0, inner="point", legend=False, ax=ax)
-            if dataset in pbp[metric].index:
+            if metric in pbp and dataset in pbp[metric].index:
                 mean, se = pbp[metric].loc[dataset, ["mean", "se"]]
                 ax.errorbar(labels.index("PBP"), mean, yerr=se, fmt="o", color="black", capsize=3)
             ax.set(xlabel="", ylabel="", title=dataset_label(dataset) if row == 0 else "")
-            ax.tick_params(axis="x", labelrotation=90, labelbottom=row == len(METRICS) - 1)
+            ax.tick_params(axis="x", labelrotation=90, labelbottom=row == len(metrics) - 1)
         axes[row, 0].set_ylabel(METRIC_NAMES[metric])
     failed = len(uci) - len(ok)
     figure.suptitle("Violins over splits; PBP: mean ± standard error"
@@ -122,7 +126,7 @@ def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str)
             evaluation (wall clock, as the ODVGP paper's Figure 2).
     """
     runs = curves[curves["experiment"] == experiment]
-    metric = "rmse" if "error_rate" not in runs or runs["error_rate"].isna().all() else "error_rate"
+    metric = drawn_metrics(runs)[0]
     keys = ["dataset", "method", "M", "iteration"]
     stats = mean_and_se(runs, metric, keys).merge(runs.groupby(keys, as_index=False)["seconds"].mean(), on=keys)
     datasets = in_order(stats["dataset"], paper_datasets()["dataset"])
@@ -148,6 +152,15 @@ def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str)
     figure.legend(handles=[Line2D([], [], color=colors[column], label=method_label(*column)) for column in columns],
                   loc="outside right upper")
     _save(figure, png)
+
+
+def drawn_metrics(runs: pd.DataFrame) -> tuple[str, ...]:
+    """The metrics (``gpstudy.metrics.TASK_METRICS``) of the task whose first metric ``runs`` holds values
+    of (a regression's RMSE, a classification's error rate); a regression's where none has any."""
+    for metrics in TASK_METRICS.values():
+        if metrics[0] in runs and runs[metrics[0]].notna().any():
+            return metrics
+    return TASK_METRICS["regression"]
 
 
 def _colors(keys: Iterable) -> dict:

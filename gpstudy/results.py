@@ -1,6 +1,6 @@
 """Aggregation of run folders into tidy tables: one row per run, one row per learning-curve point."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -8,16 +8,60 @@ import pandas as pd
 from gpstudy.io import UnreadableFileError, read_json
 
 METRICS = ["rmse", "error_rate", "test_ll"]  # every task's test metrics (gpstudy.metrics.TASK_METRICS)
-RUN_COLUMNS = ["experiment", "dataset", "method", "M", "split", *METRICS, "iterations", "seconds",
-               "device", "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
+RUN_COLUMNS = [*LABELS, "M_effective", *METRICS, "iterations", "seconds", "device",
+               "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty
+OPTIONAL_COLUMNS = ["M_effective"]  # absent from a runs.csv of an older version (read as empty: M itself)
+SHOWN = 5  # at most this many runs or lines named in an error
 
 
 def collect_runs(metrics_files: Iterable[Path]) -> pd.DataFrame:
-    """One row per ``metrics.json`` (failed runs included, with their status)."""
-    rows = [read_run(path) for path in metrics_files]
-    frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    """One row per ``metrics.json`` (failed runs included, with their status); two files of one run
+    (the same ``LABELS``) are an error naming them."""
+    metrics_files = list(map(Path, metrics_files))
+    frame = pd.DataFrame([read_run(path) for path in metrics_files], columns=RUN_COLUMNS)
+    _refuse_duplicates(frame, "metrics.json files", lambda rows: ", ".join(str(metrics_files[row]) for row in rows))
     return frame.sort_values(LABELS, ignore_index=True)
+
+
+def read_runs(path: Path) -> pd.DataFrame:
+    """``results/runs.csv`` (``collect_runs``' table), checked: a file that is not such a table (empty,
+    columns missing, no rows), a row without its labels or a status (a truncated file) and two rows of
+    one run are errors naming the file, the lines and the way out."""
+    rewrite = "delete it and rerun snakemake to collect it again"
+    try:
+        runs = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError) as error:
+        raise ValueError(f"{path}: not a table of runs ({error}); {rewrite}") from None
+    missing = [column for column in RUN_COLUMNS if column not in runs and column not in OPTIONAL_COLUMNS]
+    if missing:
+        raise ValueError(f"{path}: no column {', '.join(missing)} (a truncated or foreign file?); {rewrite}")
+    if runs.empty:
+        raise ValueError(f"{path}: a header and no runs (a truncated file?); {rewrite}")
+    status = runs["status"].fillna("")
+    incomplete = runs[LABELS].isna().any(axis=1) | ~((status == "ok") | status.str.startswith("failed"))
+    if incomplete.any():
+        lines = ", ".join(str(row + 2) for row in runs.index[incomplete][:SHOWN])  # line 1: the header
+        raise ValueError(f"{path}: line {lines} lacks a run's labels or its status (ok or failed: ...), as a "
+                         f"truncated file does; {rewrite}")
+    try:
+        runs = runs.reindex(columns=RUN_COLUMNS).astype({"M": int, "split": int})
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: M and split must be integers ({error}); {rewrite}") from None
+    _refuse_duplicates(runs, str(path), lambda rows: "lines " + ", ".join(str(row + 2) for row in rows))
+    return runs
+
+
+def _refuse_duplicates(runs: pd.DataFrame, source: str, where: Callable[[list[int]], str]) -> None:
+    """Raise ``ValueError`` where two rows of ``runs`` (read from ``source``) have the same ``LABELS``: one
+    run counted twice would weigh twice in every mean. ``where(rows)`` names the rows' own sources."""
+    duplicated = runs.duplicated(LABELS, keep=False)
+    if duplicated.any():
+        groups = list(runs[duplicated].groupby(LABELS, sort=False).groups.items())
+        described = "; ".join(f"{experiment} {dataset} {method} M={m} split {split}: {where(list(rows))}"
+                              for (experiment, dataset, method, m, split), rows in groups[:SHOWN])
+        raise ValueError(f"{source}: {len(groups)} run(s) appear more than once, which would count them twice: "
+                         f"{described}")
 
 
 def collect_curves(metrics_files: Iterable[Path]) -> pd.DataFrame:

@@ -76,8 +76,10 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
             experiment's ``quoted``), or None.
 
     Returns:
-        Columns metric, dataset, method, M, n (splits aggregated), failed (runs skipped), mean, se,
-        paper_mean, paper_se and agrees (nullable boolean, NA where either side has no mean or se).
+        Columns metric, dataset, method, M, M_effective (the fewest points a run of the cell used, below M
+        where the training set is smaller; NA where no run is ok; runs without the column count as M),
+        n (splits aggregated), failed (runs skipped), mean, se, paper_mean, paper_se and agrees (nullable
+        boolean, NA where either side has no mean or se).
         Every data set present times every (method, M) present, in the paper's order, extras after.
         Where rows are quoted, they follow, each (paper row, data set) with the paper's number as
         paper_mean and nothing of ours (M NA, n 0), and a column quoted_from names their table (empty
@@ -91,15 +93,18 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
     columns = in_order(zip(uci["method"], uci["M"]), dict.fromkeys([*papers_order, *paper_columns()]))  # Table 1's too
     grid = pd.DataFrame([(dataset, *column) for dataset in datasets for column in columns], columns=KEYS)
     failed = uci[~ok].groupby(KEYS).size().rename("failed").reset_index()
-    table = (grid.merge(mean_and_se(uci[ok], metric, KEYS), how="left")
+    used = uci.loc[ok, "M_effective"].fillna(uci["M"]) if "M_effective" in uci else uci.loc[ok, "M"]
+    effective = uci[ok].assign(M_effective=used).groupby(KEYS, as_index=False)["M_effective"].min()
+    table = (grid.merge(effective, how="left").merge(mean_and_se(uci[ok], metric, KEYS), how="left")
              .merge(failed, how="left").merge(paper, how="left"))
     table[["n", "failed"]] = table[["n", "failed"]].fillna(0).astype(int)
+    table["M_effective"] = table["M_effective"].astype("Int64")
     distance = (table["mean"] - table["paper_mean"]).abs()
     paper_se = table["paper_se"].clip(lower=PAPER_ROUNDING)  # a printed 0.000 means at most 0.0005
     bound = AGREEMENT_SE * np.sqrt(table["se"] ** 2 + paper_se**2)
     table["agrees"] = (distance <= bound).astype("boolean").where(distance.notna() & bound.notna())
     table.insert(0, "metric", metric)
-    table = table[["metric", *KEYS, "n", "failed", "mean", "se", "paper_mean", "paper_se", "agrees"]]
+    table = table[["metric", *KEYS, "M_effective", "n", "failed", "mean", "se", "paper_mean", "paper_se", "agrees"]]
     quotes = quoted_rows(quoted, metric) if quoted is not None else pd.DataFrame()
     return table if quotes.empty else _with_quoted(table, quotes, datasets, quoted_tables()[quoted]["source"], metric)
 
@@ -114,7 +119,7 @@ def _with_quoted(table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str],
                           columns=["metric", "dataset", "method", "paper_mean"])
     quoted = quoted.assign(n=0, failed=0, quoted_from=source)
     combined = pd.concat([table.assign(quoted_from=""), quoted], ignore_index=True)[[*table.columns, "quoted_from"]]
-    return combined.astype({"M": "Int64", "agrees": "boolean"})
+    return combined.astype({"M": "Int64", "M_effective": "Int64", "agrees": "boolean"})
 
 
 def write_table(table: pd.DataFrame, stem: Path) -> None:
@@ -133,6 +138,7 @@ class _Notation:
     agree: str
     disagree: str
     missing: str
+    fewer: str  # marks a cell whose runs used fewer points than its M
     escape: Callable[[str], str]
 
 
@@ -148,12 +154,18 @@ def _escape_tex(text: str) -> str:
     return "".join(_TEX_SPECIALS.get(char, char) for char in text)
 
 
-MARKDOWN = _Notation(pm="±", agree="✓", disagree="✗", missing="—", escape=_escape_markdown)
-LATEX = _Notation(pm=r"$\pm$", agree=r"\checkmark", disagree=r"$\times$", missing="--", escape=_escape_tex)
+MARKDOWN = _Notation(pm="±", agree="✓", disagree="✗", missing="—", fewer="†", escape=_escape_markdown)
+LATEX = _Notation(pm=r"$\pm$", agree=r"\checkmark", disagree=r"$\times$", missing="--", fewer=r"$^\dagger$",
+                  escape=_escape_tex)
 
 
 def _number(value: float, decimals: int = 3) -> str:
     return "n/a" if pd.isna(value) else f"{value:.{decimals}f}"
+
+
+def _fewer_points(row) -> bool:
+    """Whether a row of ``experiment_table`` used fewer points than its M."""
+    return not pd.isna(row.M_effective) and row.M_effective != row.M
 
 
 def _is_quoted(row) -> bool:
@@ -162,13 +174,15 @@ def _is_quoted(row) -> bool:
 
 
 def _cell(row, notation: _Notation) -> str:
-    """``ours ± se (paper ± se) mark``; the paper part and the mark only where they exist. A quoted row: the
-    paper's number alone."""
+    """``ours ± se (paper ± se) mark``; the paper part and the mark only where they exist, ours marked
+    ``notation.fewer`` where its runs used fewer points than M. A quoted row: the paper's number alone."""
     decimals = DECIMALS.get(row.metric, 3)
     number = partial(_number, decimals=decimals)
     if _is_quoted(row):
         return notation.missing if pd.isna(row.paper_mean) else number(row.paper_mean)
     text = notation.missing if pd.isna(row.mean) else f"{number(row.mean)} {notation.pm} {number(row.se)}"
+    if _fewer_points(row):
+        text += notation.fewer
     if not pd.isna(row.paper_mean):
         text += f" ({number(row.paper_mean)} {notation.pm} {number(row.paper_se)})"
     if not pd.isna(row.agrees):
@@ -203,6 +217,12 @@ def _caption(table: pd.DataFrame, notation: _Notation) -> str:
     if sources:
         caption += (" Columns marked quoted: numbers of other papers' methods from "
                     f"{notation.escape(' and '.join(sources))}, not run here.")
+    fewer = [row for row in table.itertuples() if _fewer_points(row)]
+    if fewer:
+        where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}: {row.M_effective}"
+                          for row in fewer)
+        caption += (f" {notation.fewer}: fewer points than M, as many as the training set holds "
+                    f"({notation.escape(where)}).")
     failed = table[table["failed"] > 0]
     if not failed.empty:
         where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}: {row.failed}"

@@ -3,12 +3,11 @@ where the experiment asks) of one experiment."""
 
 from pathlib import Path
 
-import pandas as pd
-
 from gpstudy.job import start_job
+from gpstudy.results import read_runs
 from gpstudy.tables import experiment_table, write_table
 
 start_job(snakemake.log[0])
-runs = pd.read_csv(snakemake.input[0])
+runs = read_runs(snakemake.input[0])
 write_table(experiment_table(runs, snakemake.wildcards.experiment, snakemake.wildcards.metric, snakemake.params.quoted),
             Path(snakemake.output[0]).with_suffix(""))

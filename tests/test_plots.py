@@ -4,6 +4,7 @@ import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
+import seaborn as sns
 from matplotlib.axes import Axes
 
 from gpstudy.plots import CURVE_PANEL, DPI, SNELSON_PANEL, VIOLIN_PANEL, learning_curves, posteriors, violins
@@ -37,6 +38,21 @@ def test_uci_violins(tmp_path, datasets):
     panels = len(datasets) + 1  # and power
     _assert_png(tmp_path / "fig3.png", VIOLIN_PANEL[0] * panels, VIOLIN_PANEL[1] * 2)  # rows: RMSE, test LL
     _assert_pdf(tmp_path / "fig3.pdf")
+
+
+def test_violins_of_a_classification_draw_its_error_rate_and_log_likelihood(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    runs = pd.DataFrame([("classification", dataset, "gpnet", 64, split, np.nan, rng.uniform(0.01, 0.05),
+                          rng.normal(-0.1, 0.01), "ok") for dataset in ("mnist", "cifar10") for split in range(3)],
+                        columns=["experiment", "dataset", "method", "M", "split", "rmse", "error_rate", "test_ll",
+                                 "status"])
+    drawn = []
+    violinplot = sns.violinplot
+    monkeypatch.setattr(sns, "violinplot", lambda data, y, **kwargs: drawn.append((y, data[y].notna().sum()))
+                        or violinplot(data=data, y=y, **kwargs))
+    violins(runs, "classification", tmp_path / "v.png", tmp_path / "v.pdf")
+    assert drawn == [("error_rate", 3), ("error_rate", 3), ("test_ll", 3), ("test_ll", 3)]  # rows: metrics
+    _assert_png(tmp_path / "v.png", VIOLIN_PANEL[0] * 2, VIOLIN_PANEL[1] * 2)
 
 
 def test_snelson_figure_with_some_methods_and_sizes(tmp_path):

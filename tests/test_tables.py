@@ -160,3 +160,24 @@ def test_write_table_marks_quoted_columns_in_md_tex_csv(classification_runs, tmp
     assert " & ".join(f"{name} (quoted)" for name in QUOTED) + r" \\" in tex
     assert r"& -- & 0.3540 & 0.4434 & -- & -- & 0.3286 \\" in tex
     assert "Columns marked quoted" in tex
+
+
+def test_a_cell_whose_runs_used_fewer_points_than_m_is_marked(tmp_path):
+    """Boston's 455 training points cap SVGP 500 at 455 inducing points; Concrete's 927 do not."""
+    rows = [("uci", dataset, "svgp", 500, split, used, 3.0 + split, -2.5, "ok")
+            for dataset, used in (("boston", 455), ("concrete", 500)) for split in range(2)]
+    rows.append(("uci", "boston", "svgp", 100, 0, np.nan, 3.0, -2.5, "ok"))  # an older runs.csv's: as M
+    runs = pd.DataFrame(rows, columns=[*COLUMNS[:5], "M_effective", *COLUMNS[5:]])
+    table = experiment_table(runs, "uci", "rmse")
+    assert (_cell(table, "boston", "svgp", 500)["M_effective"], _cell(table, "concrete", "svgp", 500)["M_effective"],
+            _cell(table, "boston", "svgp", 100)["M_effective"]) == (455, 500, 100)
+    write_table(table, tmp_path / "t")
+    csv = pd.read_csv(tmp_path / "t.csv")
+    assert csv["M_effective"].fillna(0).tolist() == [100, 455, 0, 500]  # Concrete SVGP 100: not run
+    markdown = (tmp_path / "t.md").read_text(encoding="utf-8")
+    boston, concrete = (next(row for row in markdown.splitlines() if row.startswith(f"| {name} "))
+                        for name in ("Boston", "Concrete"))
+    assert "| 3.500 ± 0.354† (" in boston and "| 3.000 ± n/a (" in boston and "†" not in concrete
+    assert "†: fewer points than M, as many as the training set holds (Boston SVGP 500: 455)." in markdown
+    tex = (tmp_path / "t.tex").read_text(encoding="utf-8")
+    assert r"3.500 $\pm$ 0.354$^\dagger$ (" in tex and tex.count(r"$^\dagger$") == 2  # the cell and the caption

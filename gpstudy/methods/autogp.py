@@ -151,6 +151,11 @@ class AutoGP(Method):
         self.raw_q_scale = nn.Parameter(raw_scale.clone())  # [*batch, K, Q, M, M] (full) or [*batch, K, Q, M]
 
     @property
+    def effective_M(self) -> int:
+        """The inducing inputs Z placed: ``config.M``, or N where the training set is smaller."""
+        return self.inducing_inputs.shape[-2]
+
+    @property
     def weights(self) -> Tensor:
         """pi ``[*batch, K]``."""
         return self.raw_weights.softmax(-1)

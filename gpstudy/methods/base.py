@@ -84,6 +84,12 @@ class Method(nn.Module):
         self.likelihood = likelihood
         self.config = config
 
+    @property
+    def effective_M(self) -> int:
+        """The points the method actually uses for ``config.M``: fewer where it cannot place more (inducing
+        points or k-means centres of a smaller training set); ``config.M`` by default."""
+        return self.config.M
+
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         """The objective ``[*batch]`` of iteration ``step`` (1-based) on a batch ``[*batch, n, D]``, ``[*batch, n]``.
 
@@ -233,6 +239,12 @@ class InferenceNetworkMethod(Method):
     def predict_chunk(self) -> int:
         """Points predicted at a time: the network's bound (its memory per point)."""
         return self.network.predict_chunk
+
+    @property
+    def effective_M(self) -> int:
+        """The measurement points drawn per iteration: fewer than ``config.M`` where c(x) draws distinct
+        training inputs of a smaller training set."""
+        return self.measurement_sampler.size(self.config.M)
 
     def measurement_set(self, x_batch: Tensor, generators: draws.Generators) -> Tensor:
         """Z = [X_B; X_M] ``[*batch, n + M, D]`` with X_M drawn from c(x)."""

@@ -129,6 +129,11 @@ class ODVGP(Method):
         self.raw_scale = nn.Parameter(raw_scale_tril(1.0, size, beta, batch_shape))  # raw L, [*batch, M, M]
 
     @property
+    def effective_M(self) -> int:
+        """The covariance basis beta placed: ``config.M``, or N where the training set is smaller."""
+        return self.beta.shape[-2]
+
+    @property
     def scale_tril(self) -> Tensor:
         """L, the lower Cholesky factor of S = Cov_q[f(beta)] ``[*batch, M, M]``."""
         return scale_tril(self.raw_scale)

@@ -98,6 +98,11 @@ class SVGP(Method):
         self._fixed_factor: tuple[list[tuple], Tensor] | None = None  # (identity of what L_Z came from, L_Z)
 
     @property
+    def effective_M(self) -> int:
+        """The inducing inputs Z placed: ``config.M``, or N where the training set is smaller."""
+        return self.inducing_inputs.shape[-2]
+
+    @property
     def q_scale_tril(self) -> Tensor:
         """S, the lower Cholesky factor of q(v)'s covariance ``[*batch, M, M]`` (C latents ``[*batch, C, M, M]``)."""
         return scale_tril(self.raw_q_scale)

@@ -136,9 +136,10 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
     noise start from ``hyperparameters`` when given (pretrained by an earlier step), else from
     :func:`pretrain_splits` when ``settings.pretrain``, else from STUDY.md's initial values. Each
     ``out_dirs[s]`` receives ``learning_curve.csv`` and, when the split has plot inputs,
-    ``predictions.csv``. While training, the batch's state goes to ``checkpoint``, from which an
-    interrupted run resumes. A split whose objective or metrics become non-finite gets a failed
-    status while the others train on.
+    ``predictions.csv``. Each split's metrics carry ``M_effective``, the points the method used for M
+    (fewer where the training set is smaller: ``Method.effective_M``). While training, the batch's state
+    goes to ``checkpoint``, from which an interrupted run resumes. A split whose objective or metrics
+    become non-finite gets a failed status while the others train on.
     """
     if hyperparameters is None and settings.pretrain:
         hyperparameters = pretrain_splits(splits, settings)
@@ -169,7 +170,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         if predictions is not None:
             write_csv(out_dirs[s] / "predictions.csv", predictions[index])
         final = split_curve.iloc[-1]
-        results[s] = {**{metric: float(final[metric]) for metric in metrics},
+        results[s] = {"M_effective": method.effective_M, **{metric: float(final[metric]) for metric in metrics},
                       "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
                       "seed": settings.seed + s, "batch_splits": list(splits),
                       "status": _status(split_curve, ("objective", *metrics)),
