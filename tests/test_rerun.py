@@ -140,7 +140,15 @@ from snakemake.executors import dryrun
 
 out, snakefile, workdir, target, *configs = sys.argv[1:]
 jobs = []
-dryrun.Executor.run_job = lambda self, job: jobs.append(job.rule.name)  # the dry run's executor: note, run nothing
+run_job = dryrun.Executor.run_job  # the dry run's executor: runs nothing, reports each job done
+
+
+def record(self, job):
+    jobs.append(job.rule.name)
+    run_job(self, job)
+
+
+dryrun.Executor.run_job = record
 plans = {}
 for config in configs:
     jobs.clear()
