@@ -9,7 +9,6 @@ own CSV once, then asks Snakemake (dry runs) which jobs each change would rerun,
 import copy
 import hashlib
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -184,13 +183,19 @@ def study(tmp_path_factory):
     return workdir, mirror, sha256
 
 
+@pytest.fixture(scope="module")
+def new_sha256(study) -> str:
+    """The study's CSV overwritten by the user with targets 100 times larger (after its study ran); its sha256."""
+    _, mirror, _ = study
+    return write_csv(mirror / "mydata/mydata.csv", scale=10.0, seed=1)
+
+
 TRAINING = {"train": 1, "collect": 1}  # a training job and what collects it
 FROM_SPLIT = {"split": 1, "pretrain": 1, **TRAINING}
 
 
-def test_each_change_reruns_exactly_the_jobs_that_depend_on_it(study):
+def test_each_change_reruns_exactly_the_jobs_that_depend_on_it(study, new_sha256):
     workdir, mirror, sha256 = study
-    new_sha256 = write_csv(mirror / "mydata/mydata.csv", scale=10.0, seed=1)  # the user overwrites the file
     cases = {  # name -> (overlay arguments, the jobs a dry run plans)
         "unchanged": ({}, {}),
         "sha256": ({"sha256": new_sha256}, {"fetch": 1, "table": 1, **FROM_SPLIT}),
@@ -206,11 +211,11 @@ def test_each_change_reruns_exactly_the_jobs_that_depend_on_it(study):
     assert dict(zip(cases, planned(workdir, *configs))) == {name: jobs for name, (_, jobs) in cases.items()}
 
 
-def test_a_rerun_after_a_new_file_trains_on_it(study):
-    """Item 1: the CSV overwritten (by the test above), its new sha256 given: the runs train and test on the new numbers."""
-    workdir, _, _ = study
+def test_a_rerun_after_a_new_file_trains_on_it(study, new_sha256):
+    """Item 1: the CSV overwritten, its new sha256 given: the runs train and test on the new numbers."""
+    workdir, mirror, _ = study
     before = pd.read_csv(workdir / "results/runs.csv")["rmse"].item()
-    run = snakemake(workdir, workdir / "sha256.yaml", paths.RUNS)  # the overlay of the sha256 case above
+    run = snakemake(workdir, overlay(workdir, "new_file", new_sha256, mirror), paths.RUNS)
     assert run.returncode == 0, run.stderr[-5000:]
     after = pd.read_csv(workdir / "results/runs.csv")["rmse"].item()
     assert before < 0.5 and after > 10 * before, (before, after)  # targets 100 times larger
