@@ -18,7 +18,7 @@ import jsonschema
 import yaml
 
 from gpstudy import paths
-from gpstudy.data.registry import DATASETS, ONE_SPLIT_PROTOCOLS, PROTOCOLS, Dataset, get_dataset
+from gpstudy.data.registry import DATASETS, ONE_SPLIT_PROTOCOLS, PROTOCOLS, Dataset, get_dataset, plain
 from gpstudy.methods import METHODS
 from gpstudy.metrics import TASK_METRICS
 from gpstudy.paper import quoted_tables
@@ -29,6 +29,7 @@ OUTPUT_FILES = {  # an experiment's output -> its files
     "posteriors": [paths.POSTERIORS + ext for ext in (".png", ".pdf")],
 }
 USER_DATASET_KEYS = ("source", "format", "target", "task")  # a data set's options that define a user data set
+DATA_STAGES = ("fetch", "table", "split")  # the data rules, in order: raw files -> table -> splits
 
 
 class ConfigError(ValueError):
@@ -229,6 +230,25 @@ def data_plan(config: dict[str, Any], name: str) -> DataPlan:
     splits = 1 if protocol in ONE_SPLIT_PROTOCOLS else options.get("splits", config["splits"])
     return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"),
                     tuple(options.get("drop_features", ())))
+
+
+def data_stage_params(config: dict[str, Any], name: str, protocol: str) -> dict[str, dict[str, Any]]:
+    """Per data stage (``DATA_STAGES``), every setting its output depends on, as plain data: the data rules'
+    params, so that Snakemake reruns a stage when one changes (and every job downstream, as its input is remade).
+
+    Each stage gets whole the values its script hands to gpstudy, resolved from the config as the script
+    resolves them (``dataset_of``, ``data_plan``): fetch the data set's files for ``protocol`` (path and
+    sha256); table the data set (``Dataset.spec``: its reader with the reader's options, task, files, pins,
+    shape); split the data set, the seed and the plan's split options, which the split script passes on
+    as they are. A field added to ``Dataset``, ``FileSpec`` or the plan's split options, or an option bound
+    to a user data set's reader, is in the params with no edit here. Left out: where a file is found (the
+    mirror, a file's source URLs), since a file is checked against its sha256 wherever it came from.
+    """
+    dataset = dataset_of(config, name)
+    return {"fetch": {"files": plain(dataset.files(protocol))},
+            "table": {"dataset": dataset.spec()},
+            "split": {"dataset": dataset.spec(), "seed": config["seed"],
+                      "options": plain(data_plan(config, name).split_options())}}
 
 
 def experiment_targets(config: dict[str, Any]) -> list[str]:

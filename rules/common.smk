@@ -3,7 +3,7 @@
 from dataclasses import asdict
 
 from gpstudy import paths
-from gpstudy.config import data_plan, experiment_targets, splits_of, study_jobs, validate_config
+from gpstudy.config import data_plan, data_stage_params, experiment_targets, splits_of, study_jobs, validate_config
 from gpstudy.data import PROTOCOLS
 from gpstudy.metrics import TASK_METRICS
 from gpstudy.training.settings import exact_gp_settings, run_settings
@@ -91,9 +91,13 @@ def pretrain_gpus(wildcards):
     return gpus(pretrain_settings(wildcards))
 
 
-def split_options(wildcards):
-    """How a data set's splits are cut beyond protocol and index: sizes, features left out."""
-    return data_plan(config, wildcards.dataset).split_options()
+def data_params(stage):
+    """The params of a data rule: every setting its output depends on (gpstudy.config.data_stage_params)."""
+
+    def params(wildcards):
+        return data_stage_params(config, wildcards.dataset, wildcards.protocol)[stage]
+
+    return params
 
 
 def batch_dirs(experiment=None):

@@ -1,4 +1,7 @@
-"""Data stage: fetch (checksummed, mirror first) -> table -> standardized splits."""
+"""Data stage: fetch (checksummed, mirror first) -> table -> standardized splits.
+
+Each rule's params are every setting its output depends on (gpstudy.config.data_stage_params): a changed
+one reruns the rule and, its output remade, every job downstream."""
 
 
 localrules:
@@ -9,7 +12,7 @@ rule fetch:
     output:
         paths.RAW_MANIFEST,
     params:
-        mirror=config.get("mirror"),
+        spec=data_params("fetch"),
     log:
         "logs/fetch/{dataset}_{protocol}.log",
     benchmark:
@@ -25,6 +28,8 @@ rule table:
         paths.RAW_MANIFEST,
     output:
         paths.TABLE,
+    params:
+        spec=data_params("table"),
     log:
         "logs/table/{dataset}_{protocol}.log",
     benchmark:
@@ -42,8 +47,7 @@ rule split:
     output:
         paths.SPLIT,
     params:
-        seed=config["seed"],
-        options=split_options,
+        spec=data_params("split"),
     log:
         "logs/split/{dataset}/{protocol}/split{split}.log",
     benchmark:

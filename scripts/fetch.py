@@ -9,4 +9,4 @@ from gpstudy.job import start_job
 start_job(snakemake.log[0])
 manifest = Path(snakemake.output[0])
 fetch_dataset(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, manifest.parent, manifest,
-              mirror=snakemake.params.mirror)
+              mirror=snakemake.config["mirror"])  # not in params: where the checksummed files are found

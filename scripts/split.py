@@ -9,4 +9,4 @@ from gpstudy.job import start_job
 start_job(snakemake.log[0])
 prepare_split(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, int(snakemake.wildcards.split),
               Path(snakemake.input.table), Path(snakemake.input.manifest), Path(snakemake.output[0]),
-              seed=snakemake.params.seed, **snakemake.params.options)
+              seed=snakemake.params.spec["seed"], **snakemake.params.spec["options"])

@@ -10,7 +10,7 @@ import bz2
 import gzip
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -40,7 +40,7 @@ class FileSpec:
 
     path: str  # relative to the data set's folder, as laid out in the mirror
     sha256: str | None  # of the stored (unpacked) file; None only where no trusted hash is known
-    sources: tuple[Source, ...]
+    sources: tuple[Source, ...] = field(metadata={"locates": True})  # where, not what: no rerun when they change
 
 
 class ChecksumError(ValueError):

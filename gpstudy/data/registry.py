@@ -2,10 +2,11 @@
 
 import csv
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import cache
+from dataclasses import dataclass, fields, is_dataclass, replace
+from functools import cache, partial
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from gpstudy.data import airline, images, uci, user
 from gpstudy.data.fetch import FileSpec, Source
@@ -57,6 +58,11 @@ class Dataset:
                                  "a config pins only files without a trusted hash")
         return replace(self, pins=tuple(sorted(sha256.items())))
 
+    def spec(self) -> dict[str, Any]:
+        """Every field of the data set as plain data (``plain``): what its files are, how they are read
+        (the reader and its options: a user data set's format, target and task), its task and shape."""
+        return plain(self)
+
     def unpinned_files(self) -> list[str]:
         """The paths of the data set's files that no trusted sha256 pins (the registry's, then the config's)."""
         pins = dict(self.pins)
@@ -77,6 +83,29 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("mnist", images.read_mnist, task="classification", protocol="given", shape=(70000, 784)),
     Dataset("cifar10", images.read_cifar10, task="classification", protocol="given", shape=(60000, 3072)),
 )}
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain data (JSON's kinds) that Snakemake can compare between runs: a dataclass field by
+    field, except fields marked ``metadata={"locates": True}`` (where a file is found, not what it is); a
+    ``functools.partial`` as its function and bound arguments; a function by its qualified name.
+
+    Raises:
+        TypeError: a value of another kind (Snakemake would leave it out of a rule's params unseen).
+    """
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value) if not f.metadata.get("locates")}
+    if isinstance(value, partial):
+        return {"function": plain(value.func), "args": plain(value.args), "keywords": plain(value.keywords)}
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{value.__module__}.{value.__qualname__}"
+    raise TypeError(f"{value!r} ({type(value).__name__}) has no plain form; give it one in gpstudy.data.registry.plain")
 
 
 def get_dataset(name: str, options: dict | None = None) -> Dataset:
