@@ -32,6 +32,19 @@ def paper_datasets() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "name", "N", "D"])
 
 
+def paper_protocol() -> pd.DataFrame:
+    """The splits and iterations behind the paper's numbers per data set: Tables 3-4's (20 random splits,
+    10K iterations) for each UCI data set, Table 1's for the airline (one draw, 10K iterations).
+
+    Returns:
+        Columns dataset, splits, iterations; data sets whose protocol the file does not record are absent.
+    """
+    results = _results()
+    rows = [(dataset, results["protocol"]["splits"], results["protocol"]["iterations"]) for dataset in results["datasets"]]
+    rows.append(("airline", results["airline"]["protocol"]["splits"], results["airline"]["protocol"]["iterations"]))
+    return pd.DataFrame(rows, columns=["dataset", "splits", "iterations"])
+
+
 def paper_columns() -> list[tuple[str, int]]:
     """The (method, M) result columns of Tables 3 and 4, left to right."""
     return [(method, m) for method, m in _results()["columns"]]

@@ -9,9 +9,9 @@ from gpstudy.io import UnreadableFileError, read_json
 
 METRICS = ["rmse", "error_rate", "test_ll"]  # every task's test metrics (gpstudy.metrics.TASK_METRICS)
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
-RUN_COLUMNS = [*LABELS, "M_effective", *METRICS, "iterations", "seconds", "device",
+RUN_COLUMNS = [*LABELS, "M_effective", "n_train", "n_test", "D", *METRICS, "iterations", "seconds", "device",
                "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty
-OPTIONAL_COLUMNS = ["M_effective"]  # absent from a runs.csv of an older version (read as empty: M itself)
+OPTIONAL_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # absent from a runs.csv of an older version (read as empty)
 SHOWN = 5  # at most this many runs or lines named in an error
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from gpstudy.io import atomic_path
-from gpstudy.paper import paper_columns, paper_datasets, paper_table, quoted_rows, quoted_tables
+from gpstudy.paper import paper_columns, paper_datasets, paper_protocol, paper_table, quoted_rows, quoted_tables
 
 METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP", "orth": "ORTH",
                 "orthnat": "ORTHNAT", "autogp": "AutoGP", "autogp_loo": "AutoGP LOO",
@@ -78,8 +78,12 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
     Returns:
         Columns metric, dataset, method, M, M_effective (the fewest points a run of the cell used, below M
         where the training set is smaller; NA where no run is ok; runs without the column count as M),
-        n (splits aggregated), failed (runs skipped), mean, se, paper_mean, paper_se and agrees (nullable
-        boolean, NA where either side has no mean or se).
+        n (splits aggregated), failed (runs skipped), iterations (the fewest of the cell's runs), mean, se,
+        paper_mean, paper_se, agrees (nullable boolean, NA where either side has no mean or se),
+        paper_settings (whether every run of the cell took the paper's iterations and the cell ran the
+        paper's number of splits, ``gpstudy.paper.paper_protocol``; NA where the paper records none or
+        nothing ran), then the data set's N (training + test rows) and D (inputs) of our runs (NA for
+        runs without them) and the paper's paper_N and paper_D (NA where it prints none).
         Every data set present times every (method, M) present, in the paper's order, extras after.
         Where rows are quoted, they follow, each (paper row, data set) with the paper's number as
         paper_mean and nothing of ours (M NA, n 0), and a column quoted_from names their table (empty
@@ -99,14 +103,39 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
              .merge(failed, how="left").merge(paper, how="left"))
     table[["n", "failed"]] = table[["n", "failed"]].fillna(0).astype(int)
     table["M_effective"] = table["M_effective"].astype("Int64")
+    table = table.merge(_settings(uci, table), how="left").merge(_sizes(uci), how="left")
     distance = (table["mean"] - table["paper_mean"]).abs()
     paper_se = table["paper_se"].clip(lower=PAPER_ROUNDING)  # a printed 0.000 means at most 0.0005
     bound = AGREEMENT_SE * np.sqrt(table["se"] ** 2 + paper_se**2)
     table["agrees"] = (distance <= bound).astype("boolean").where(distance.notna() & bound.notna())
     table.insert(0, "metric", metric)
-    table = table[["metric", *KEYS, "M_effective", "n", "failed", "mean", "se", "paper_mean", "paper_se", "agrees"]]
+    table = table[["metric", *KEYS, "M_effective", "n", "failed", "iterations", "mean", "se", "paper_mean", "paper_se",
+                   "agrees", "paper_settings", "N", "D", "paper_N", "paper_D"]]
     quotes = quoted_rows(quoted, metric) if quoted is not None else pd.DataFrame()
     return table if quotes.empty else _with_quoted(table, quotes, datasets, quoted_tables()[quoted]["source"], metric)
+
+
+def _settings(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Per cell of ``table`` (with its n and failed): the fewest iterations of its ``runs`` and whether its
+    runs are at the paper's protocol (every run the paper's iterations, n + failed the paper's splits)."""
+    iterations = runs.groupby(KEYS)["iterations"].agg(["min", "max"]).reset_index()
+    cells = table[[*KEYS, "n", "failed"]].merge(iterations, how="left").merge(
+        paper_protocol().rename(columns={"splits": "paper_splits", "iterations": "paper_iterations"}), how="left")
+    at_paper = ((cells["min"] == cells["paper_iterations"]) & (cells["max"] == cells["paper_iterations"])
+                & (cells["n"] + cells["failed"] == cells["paper_splits"]))
+    known = cells["paper_iterations"].notna() & cells["min"].notna()
+    return cells[KEYS].assign(iterations=cells["min"].astype("Int64"),
+                              paper_settings=at_paper.astype("boolean").where(known))
+
+
+def _sizes(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per data set of ``runs``: our N (training + test rows) and D (inputs) as the runs record them (NA
+    where they do not: an older runs.csv) and the paper's paper_N and paper_D."""
+    recorded = runs.reindex(columns=["dataset", "n_train", "n_test", "D"]).astype({"D": float})
+    ours = recorded.assign(N=recorded["n_train"] + recorded["n_test"]).groupby("dataset", as_index=False)[["N", "D"]].max()
+    paper = paper_datasets()[["dataset", "N", "D"]].rename(columns={"N": "paper_N", "D": "paper_D"})
+    sizes = ours.merge(paper, how="left")
+    return sizes.astype({column: "Int64" for column in ("N", "D", "paper_N", "paper_D")})
 
 
 def _with_quoted(table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str], source: str,
@@ -119,7 +148,8 @@ def _with_quoted(table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str],
                           columns=["metric", "dataset", "method", "paper_mean"])
     quoted = quoted.assign(n=0, failed=0, quoted_from=source)
     combined = pd.concat([table.assign(quoted_from=""), quoted], ignore_index=True)[[*table.columns, "quoted_from"]]
-    return combined.astype({"M": "Int64", "M_effective": "Int64", "agrees": "boolean"})
+    return combined.astype({"M": "Int64", "M_effective": "Int64", "iterations": "Int64", "agrees": "boolean",
+                            "paper_settings": "boolean"})
 
 
 def write_table(table: pd.DataFrame, stem: Path) -> None:
@@ -186,8 +216,21 @@ def _cell(row, notation: _Notation) -> str:
     if not pd.isna(row.paper_mean):
         text += f" ({number(row.paper_mean)} {notation.pm} {number(row.paper_se)})"
     if not pd.isna(row.agrees):
-        text += " " + (notation.agree if row.agrees else notation.disagree)
+        mark = notation.agree if row.agrees else notation.disagree
+        text += " " + (f"({mark})" if _off_settings(row) else mark)
     return text
+
+
+def _off_settings(row) -> bool:
+    """Whether a row of ``experiment_table`` ran at other settings than the paper's numbers it is compared with."""
+    return not pd.isna(row.paper_settings) and not row.paper_settings
+
+
+def _size(ours, papers, notation: _Notation) -> str:
+    """Our N or D, the paper's in parentheses where it prints another (or where ours is not recorded)."""
+    if pd.isna(papers) or ours == papers:
+        return "" if pd.isna(ours) else str(ours)
+    return f"{notation.missing if pd.isna(ours) else ours} ({papers})"
 
 
 def _layout(table: pd.DataFrame, notation: _Notation) -> tuple[list[str], list[list[str]]]:
@@ -196,11 +239,11 @@ def _layout(table: pd.DataFrame, notation: _Notation) -> tuple[list[str], list[l
     columns = dict.fromkeys((row.method, row.M, _is_quoted(row)) for row in table.itertuples())
     header = ["Data set", "N", "D", *(notation.escape(f"{method} (quoted)" if quoted else method_label(method, m))
                                       for method, m, quoted in columns)]
-    sizes = paper_datasets().set_index("dataset")
     rows = []
     for dataset, cells in table.groupby("dataset", sort=False):
-        n, d = sizes.loc[dataset, ["N", "D"]] if dataset in sizes.index else ("", "")
-        rows.append([notation.escape(dataset_label(dataset)), str(n), str(d),
+        first = cells.iloc[0]  # ours come before the quoted rows, and every row of a data set has its sizes
+        rows.append([notation.escape(dataset_label(dataset)), _size(first["N"], first["paper_N"], notation),
+                     _size(first["D"], first["paper_D"], notation),
                      *(_cell(row, notation) for row in cells.itertuples())])
     return header, rows
 
@@ -212,7 +255,9 @@ def _caption(table: pd.DataFrame, notation: _Notation) -> str:
     caption = (f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over {splits} "
                f"splits (std with ddof 0 over sqrt(n), as the authors' evaluation); the paper's in parentheses; "
                f"{notation.agree} / {notation.disagree}: within / beyond {AGREEMENT_SE:g} combined standard errors "
-               "of it.")
+               "of it. N, D: our runs' rows (training + test) and inputs, the paper's in parentheses where it "
+               "prints others.")
+    caption += _settings_note(table, notation)
     sources = sorted({source for source in table.get("quoted_from", ()) if source})
     if sources:
         caption += (" Columns marked quoted: numbers of other papers' methods from "
@@ -229,6 +274,28 @@ def _caption(table: pd.DataFrame, notation: _Notation) -> str:
                           for row in failed.itertuples())
         caption += f" Failed runs left out ({failed['failed'].sum()}): {notation.escape(where)}."
     return caption
+
+
+def _settings_note(table: pd.DataFrame, notation: _Notation) -> str:
+    """The sentence saying which cells ran at other settings than the paper's and what their marks mean,
+    or "" when every compared cell ran at the paper's."""
+    off = table[table["paper_settings"].eq(False).fillna(False)]
+    if off.empty:
+        return ""
+    protocol = paper_protocol().set_index("dataset").loc[list(dict.fromkeys(off["dataset"]))]
+    runs = off["n"] + off["failed"]
+
+    def values(numbers) -> str:
+        return " or ".join(map(str, sorted(set(numbers))))
+
+    compared = table[table["paper_settings"].notna()]
+    where = ("" if len(off) == len(compared) else
+             " (" + notation.escape(", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}"
+                                              for row in off.itertuples())) + ")")
+    return (f" Not the paper's settings{where}: {values(off['iterations'])} iterations and {values(runs)} "
+            f"splits, not the paper's {values(protocol['iterations'])} and {values(protocol['splits'])}; "
+            f"their marks, in parentheses, still compare with the paper's numbers, but a ({notation.disagree}) "
+            "there may come from these settings (a short study's), not from a failed reproduction.")
 
 
 def _markdown(table: pd.DataFrame) -> str:

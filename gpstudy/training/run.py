@@ -170,12 +170,18 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         if predictions is not None:
             write_csv(out_dirs[s] / "predictions.csv", predictions[index])
         final = split_curve.iloc[-1]
-        results[s] = {"M_effective": method.effective_M, **{metric: float(final[metric]) for metric in metrics},
+        results[s] = {"M_effective": method.effective_M, **data_sizes(splits[s]),
+                      **{metric: float(final[metric]) for metric in metrics},
                       "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
                       "seed": settings.seed + s, "batch_splits": list(splits),
                       "status": _status(split_curve, ("objective", *metrics)),
                       "hyperparameters": {name: values[index] for name, values in readable.items()}}
     return results
+
+
+def data_sizes(split: Split) -> dict[str, int]:
+    """What a run learned from: n_train and n_test (rows) and D (inputs, after any dropped features)."""
+    return {"n_train": split.x_train.shape[0], "n_test": split.x_test.shape[0], "D": split.x_train.shape[1]}
 
 
 def run_fingerprint(settings: RunSettings, splits: dict[int, Split], hyperparameters: dict[int, dict] | None) -> str:
@@ -231,7 +237,8 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
     except METHOD_FAILURES as error:  # a failed run is a row with its status, not a hole in the study
         log.error("runs %s failed:\n%s", list(labels.values()), traceback.format_exc())
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
-        results = {s: {**dict.fromkeys(metrics, np.nan), "iterations": settings.iterations, "seconds": np.nan,
+        results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
+                       "seconds": np.nan,
                        "device": str(settings.torch_device()), "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}
