@@ -228,9 +228,9 @@ def _off_settings(row) -> bool:
 
 def _size(ours, papers, notation: _Notation) -> str:
     """Our N or D, the paper's in parentheses where it prints another (or where ours is not recorded)."""
-    if pd.isna(papers) or ours == papers:
-        return "" if pd.isna(ours) else str(ours)
-    return f"{notation.missing if pd.isna(ours) else ours} ({papers})"
+    if pd.isna(ours):
+        return "" if pd.isna(papers) else f"{notation.missing} ({papers})"
+    return str(ours) if pd.isna(papers) or ours == papers else f"{ours} ({papers})"
 
 
 def _layout(table: pd.DataFrame, notation: _Notation) -> tuple[list[str], list[list[str]]]:

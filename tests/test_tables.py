@@ -9,6 +9,8 @@ import pytest
 
 from gpstudy.tables import experiment_table, mean_and_se, write_table
 
+PAPER_ITERATIONS, PAPER_SPLITS = 10000, 20  # Tables 3-4's protocol (appendix B.2)
+
 COLUMNS = ["experiment", "dataset", "method", "M", "split", "rmse", "test_ll", "status"]
 
 
@@ -24,7 +26,14 @@ def runs() -> pd.DataFrame:
         ("uci", "boston", "svgp", 100, 3, np.nan, np.nan, "failed: diverged"),
         ("snelson", "snelson", "svgp", 20, 0, 0.3, -0.5, "ok"),  # another experiment: left out
     ]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=COLUMNS).assign(iterations=PAPER_ITERATIONS)
+
+
+def uci_runs(iterations: int, splits: int, sizes: dict[str, tuple[int, int, int]]) -> pd.DataFrame:
+    """SVGP 100 runs of data sets ``sizes`` (n_train, n_test, D) over ``splits`` splits of ``iterations``."""
+    rows = [("uci", dataset, "svgp", 100, split, n_train, n_test, d, 3.0 + split, -2.5, iterations, "ok")
+            for dataset, (n_train, n_test, d) in sizes.items() for split in range(splits)]
+    return pd.DataFrame(rows, columns=[*COLUMNS[:5], "n_train", "n_test", "D", "rmse", "test_ll", "iterations", "status"])
 
 
 def _cell(table: pd.DataFrame, dataset: str, method: str, m: int) -> pd.Series:
@@ -62,6 +71,7 @@ def test_statistics_failures_and_agreement(runs):
     assert single["n"] == 1 and np.isnan(single["se"]) and pd.isna(single["agrees"])
     not_run = _cell(table, "boston", "svgp", 50)
     assert (not_run["n"], not_run["failed"]) == (0, 0) and np.isnan(not_run["mean"]) and pd.isna(not_run["agrees"])
+    assert pd.isna(not_run["paper_settings"]) and pd.isna(_cell(table, "wine_white", "svgp", 50)["paper_settings"])
 
 
 def test_write_table_csv_md_tex(runs, tmp_path):
@@ -75,14 +85,14 @@ def test_write_table_csv_md_tex(runs, tmp_path):
     rows = [line for line in markdown.splitlines() if line.startswith("| ")]
     assert rows[0] == "| Data set | N | D | SVGP 100 | GPNet 100 | SVGP 50 |"
     assert [row.split(" | ")[:3] for row in rows[2:]] == [
-        ["| Boston", "506", "12"], ["| Concrete", "1030", "8"], ["| wine_white", "", ""]]
-    assert "| 2.000 ± 0.471 (2.897 ± 0.132) ✓ | 11.000 ± 0.471 (2.786 ± 0.142) ✗ | — |" in rows[2]
+        ["| Boston", "— (506)", "— (12)"], ["| Concrete", "— (1030)", "— (8)"], ["| wine_white", "", ""]]  # no sizes run
+    assert "| 2.000 ± 0.471 (2.897 ± 0.132) (✓) | 11.000 ± 0.471 (2.786 ± 0.142) (✗) | — |" in rows[2]  # 4 splits
     assert "| 5.768 ± n/a (5.768 ± 0.094) |" in rows[3]
     assert "Failed runs left out (1): Boston SVGP 100: 1." in markdown
     assert "over 1-3 splits (std with ddof 0 over sqrt(n)" in markdown and "✓ / ✗: within / beyond 2 combined" in markdown
 
     tex = (tmp_path / "table3.tex").read_text(encoding="utf-8")
-    assert r"2.000 $\pm$ 0.471 (2.897 $\pm$ 0.132) \checkmark & 11.000 $\pm$ 0.471 (2.786 $\pm$ 0.142) $\times$" in tex
+    assert r"2.000 $\pm$ 0.471 (2.897 $\pm$ 0.132) (\checkmark) & 11.000 $\pm$ 0.471 (2.786 $\pm$ 0.142) ($\times$)" in tex
     assert r"wine\_white &  &  & " in tex
     assert r"\begin{tabular}{lrrlll}" in tex
     assert [line for line in tex.splitlines() if line.endswith(r"\\")][0].startswith("Data set & N & D")
@@ -93,11 +103,12 @@ def test_write_table_csv_md_tex(runs, tmp_path):
 def test_airline_columns_follow_table_1_with_its_values_beside():
     cells = [("fbnn", 500), ("svgp", 100), ("fbnn", 100), ("gpnet", 500), ("svgp", 500), ("gpnet", 100)]
     runs = pd.DataFrame([("airline", "airline", method, m, 0, 24.0, -4.6, "ok") for method, m in cells],
-                        columns=COLUMNS)
+                        columns=COLUMNS).assign(iterations=PAPER_ITERATIONS)
     table = experiment_table(runs, "airline", "rmse")
     assert list(zip(table["method"], table["M"])) == [(method, m) for m in (100, 500) for method in ("svgp", "gpnet", "fbnn")]
     assert list(table["paper_mean"]) == [24.261, 24.055, 23.801, 23.698, 23.675, 24.114]
     assert table["agrees"].isna().all()  # the paper prints no standard errors
+    assert table["paper_settings"].all()  # one draw of 10K iterations, as Table 1's
 
 
 QUOTED = ["SVGP, RBF-ARD (Krauth et al., 2016)", "Conv GP (van der Wilk et al., 2017)", "NN-GP (Lee et al., 2018)",
@@ -110,7 +121,7 @@ def classification_runs() -> pd.DataFrame:
     rows = [("classification", dataset, method, m, 0, np.nan, -0.1, "ok", error)
             for dataset, method, m, error in (("mnist", "gpnet", 64, 0.0123), ("mnist", "svgp", 1000, 0.03),
                                               ("cifar10", "gpnet", 64, 0.3))]
-    return pd.DataFrame(rows, columns=[*COLUMNS, "error_rate"])
+    return pd.DataFrame(rows, columns=[*COLUMNS, "error_rate"]).assign(iterations=PAPER_ITERATIONS)
 
 
 def test_quoted_rows_follow_ours_with_the_papers_numbers_alone(classification_runs):
@@ -167,7 +178,7 @@ def test_a_cell_whose_runs_used_fewer_points_than_m_is_marked(tmp_path):
     rows = [("uci", dataset, "svgp", 500, split, used, 3.0 + split, -2.5, "ok")
             for dataset, used in (("boston", 455), ("concrete", 500)) for split in range(2)]
     rows.append(("uci", "boston", "svgp", 100, 0, np.nan, 3.0, -2.5, "ok"))  # an older runs.csv's: as M
-    runs = pd.DataFrame(rows, columns=[*COLUMNS[:5], "M_effective", *COLUMNS[5:]])
+    runs = pd.DataFrame(rows, columns=[*COLUMNS[:5], "M_effective", *COLUMNS[5:]]).assign(iterations=PAPER_ITERATIONS)
     table = experiment_table(runs, "uci", "rmse")
     assert (_cell(table, "boston", "svgp", 500)["M_effective"], _cell(table, "concrete", "svgp", 500)["M_effective"],
             _cell(table, "boston", "svgp", 100)["M_effective"]) == (455, 500, 100)
@@ -181,3 +192,54 @@ def test_a_cell_whose_runs_used_fewer_points_than_m_is_marked(tmp_path):
     assert "†: fewer points than M, as many as the training set holds (Boston SVGP 500: 455)." in markdown
     tex = (tmp_path / "t.tex").read_text(encoding="utf-8")
     assert r"3.500 $\pm$ 0.354$^\dagger$ (" in tex and tex.count(r"$^\dagger$") == 2  # the cell and the caption
+
+
+def _markdown_of(runs: pd.DataFrame, tmp_path) -> str:
+    write_table(experiment_table(runs, "uci", "rmse"), tmp_path / "t")
+    return (tmp_path / "t.md").read_text(encoding="utf-8")
+
+
+def test_short_runs_are_named_in_the_caption_and_their_marks_parenthesized(tmp_path):
+    """A quick study (200 iterations, 2 splits): a mark says how the short run compares, not a failed reproduction."""
+    table = experiment_table(uci_runs(200, 2, {"boston": (455, 51, 13)}), "uci", "rmse")
+    assert not table["paper_settings"].any() and table["iterations"].tolist() == [200]
+    write_table(table, tmp_path / "t")
+    markdown = (tmp_path / "t.md").read_text(encoding="utf-8")
+    assert ("Not the paper's settings: 200 iterations and 2 splits, not the paper's 10000 and 20; their marks, in "
+            "parentheses, still compare") in markdown
+    assert "not from a failed reproduction" in markdown
+    assert "| 3.500 ± 0.354 (2.897 ± 0.132) (✓) |" in markdown
+    tex = (tmp_path / "t.tex").read_text(encoding="utf-8")
+    assert r"(2.897 $\pm$ 0.132) (\checkmark)" in tex and r"a ($\times$) there" in tex
+
+
+def test_runs_at_the_papers_settings_have_no_such_caption(tmp_path):
+    table = experiment_table(uci_runs(PAPER_ITERATIONS, PAPER_SPLITS, {"boston": (455, 51, 13)}), "uci", "rmse")
+    assert table["paper_settings"].all()
+    markdown = _markdown_of(uci_runs(PAPER_ITERATIONS, PAPER_SPLITS, {"boston": (455, 51, 13)}), tmp_path)
+    assert "Not the paper's settings" not in markdown and "(✓)" not in markdown and "(✗)" not in markdown
+
+
+def test_a_failed_split_still_counts_as_run_and_only_off_cells_are_named(tmp_path):
+    """20 splits with one diverged are the paper's protocol; one data set's short runs are named alone."""
+    runs = uci_runs(PAPER_ITERATIONS, PAPER_SPLITS, {"boston": (455, 51, 13), "concrete": (927, 103, 8)})
+    runs.loc[(runs["dataset"] == "boston") & (runs["split"] == 0), ["rmse", "status"]] = (np.nan, "failed: diverged")
+    runs.loc[(runs["dataset"] == "concrete") & (runs["split"] == 1), "iterations"] = 5000
+    table = experiment_table(runs, "uci", "rmse")
+    assert _cell(table, "boston", "svgp", 100)["paper_settings"]
+    assert not _cell(table, "concrete", "svgp", 100)["paper_settings"]
+    markdown = _markdown_of(runs, tmp_path)
+    assert "Not the paper's settings (Concrete SVGP 100): 5000 iterations and 20 splits, not the paper's 10000 and 20" in markdown
+
+
+def test_n_and_d_are_our_runs_with_the_papers_beside_where_they_differ(tmp_path):
+    """Boston has 13 inputs, the paper prints D = 12; Concrete's agree; our N and D come from the runs."""
+    runs = uci_runs(200, 2, {"boston": (455, 51, 13), "concrete": (927, 103, 8), "yacht": (277, 31, 6)})
+    table = experiment_table(runs, "uci", "rmse")
+    boston = _cell(table, "boston", "svgp", 100)
+    assert (boston["N"], boston["D"], boston["paper_N"], boston["paper_D"]) == (506, 13, 506, 12)
+    rows = [line.split(" | ")[:3] for line in _markdown_of(runs, tmp_path).splitlines() if line.startswith("| ")]
+    assert rows[2:] == [["| Boston", "506", "13 (12)"], ["| Concrete", "1030", "8"], ["| yacht", "308", "6"]]
+    dropped = uci_runs(200, 2, {"boston": (455, 51, 12)})  # drop_features: [12]
+    assert [line.split(" | ")[:3] for line in _markdown_of(dropped, tmp_path).splitlines()
+            if line.startswith("| Boston")] == [["| Boston", "506", "12"]]

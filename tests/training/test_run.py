@@ -1,11 +1,11 @@
-"""What a checkpoint belongs to: a rerun on another GPU of the same kind resumes; another device type does not."""
+"""What a checkpoint belongs to (a rerun on another GPU of the same kind resumes; another device type does not), and what a run records of its data."""
 
 from dataclasses import replace
 
 import numpy as np
 
 from gpstudy.data import Split
-from gpstudy.training.run import run_fingerprint
+from gpstudy.training.run import run_fingerprint, train_splits
 
 
 def split() -> Split:
@@ -28,3 +28,14 @@ def test_when_checkpoints_are_taken_is_not_what_they_belong_to(settings_for):
     rescheduled = replace(settings, checkpoint_minutes=1, checkpoint_every=7)
     assert run_fingerprint(rescheduled, splits, None) == run_fingerprint(settings, splits, None)
     assert run_fingerprint(replace(settings, lr=0.1), splits, None) != run_fingerprint(settings, splits, None)
+
+
+def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_path):
+    """n_train, n_test and D in metrics.json: the tables' N and D (after any dropped feature) come from them."""
+    rng = np.random.default_rng(0)
+    n, n_test, d = 12, 5, 3
+    split = Split(x_train=rng.normal(size=(n, d)), y_train=rng.normal(size=n), x_test=rng.normal(size=(n_test, d)),
+                  y_test=rng.normal(size=n_test), x_mean=np.zeros(d), x_std=np.ones(d), y_mean=0.0, y_std=1.0)
+    run = settings_for("svgp", 4, iterations=2, batch_size=n, eval_every=1, pretrain=False, device="cpu")
+    results = train_splits({0: split}, run, {0: tmp_path}, tmp_path / "checkpoint.pt")
+    assert (results[0]["n_train"], results[0]["n_test"], results[0]["D"]) == (n, n_test, d)
