@@ -40,8 +40,9 @@ def paper_protocol() -> pd.DataFrame:
         Columns dataset, splits, iterations; data sets whose protocol the file does not record are absent.
     """
     results = _results()
-    rows = [(dataset, results["protocol"]["splits"], results["protocol"]["iterations"]) for dataset in results["datasets"]]
-    rows.append(("airline", results["airline"]["protocol"]["splits"], results["airline"]["protocol"]["iterations"]))
+    tables, airline = results["protocol"], results["airline"]["protocol"]
+    rows = [(dataset, tables["splits"], tables["iterations"]) for dataset in results["datasets"]]
+    rows.append(("airline", airline["splits"], airline["iterations"]))
     return pd.DataFrame(rows, columns=["dataset", "splits", "iterations"])
 
 

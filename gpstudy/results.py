@@ -11,7 +11,7 @@ METRICS = ["rmse", "error_rate", "test_ll"]  # every task's test metrics (gpstud
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
 RUN_COLUMNS = [*LABELS, "M_effective", "n_train", "n_test", "D", *METRICS, "iterations", "seconds", "device",
                "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty
-OPTIONAL_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # absent from a runs.csv of an older version (read as empty)
+OPTIONAL_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # absent from an older version's runs.csv (read as empty)
 SHOWN = 5  # at most this many runs or lines named in an error
 
 

@@ -132,7 +132,8 @@ def _sizes(runs: pd.DataFrame) -> pd.DataFrame:
     """Per data set of ``runs``: our N (training + test rows) and D (inputs) as the runs record them (NA
     where they do not: an older runs.csv) and the paper's paper_N and paper_D."""
     recorded = runs.reindex(columns=["dataset", "n_train", "n_test", "D"]).astype({"D": float})
-    ours = recorded.assign(N=recorded["n_train"] + recorded["n_test"]).groupby("dataset", as_index=False)[["N", "D"]].max()
+    recorded["N"] = recorded.pop("n_train") + recorded.pop("n_test")
+    ours = recorded.groupby("dataset", as_index=False)[["N", "D"]].max()
     paper = paper_datasets()[["dataset", "N", "D"]].rename(columns={"N": "paper_N", "D": "paper_D"})
     sizes = ours.merge(paper, how="left")
     return sizes.astype({column: "Int64" for column in ("N", "D", "paper_N", "paper_D")})

@@ -33,7 +33,8 @@ def uci_runs(iterations: int, splits: int, sizes: dict[str, tuple[int, int, int]
     """SVGP 100 runs of data sets ``sizes`` (n_train, n_test, D) over ``splits`` splits of ``iterations``."""
     rows = [("uci", dataset, "svgp", 100, split, n_train, n_test, d, 3.0 + split, -2.5, iterations, "ok")
             for dataset, (n_train, n_test, d) in sizes.items() for split in range(splits)]
-    return pd.DataFrame(rows, columns=[*COLUMNS[:5], "n_train", "n_test", "D", "rmse", "test_ll", "iterations", "status"])
+    columns = [*COLUMNS[:5], "n_train", "n_test", "D", "rmse", "test_ll", "iterations", "status"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _cell(table: pd.DataFrame, dataset: str, method: str, m: int) -> pd.Series:
@@ -85,8 +86,10 @@ def test_write_table_csv_md_tex(runs, tmp_path):
     rows = [line for line in markdown.splitlines() if line.startswith("| ")]
     assert rows[0] == "| Data set | N | D | SVGP 100 | GPNet 100 | SVGP 50 |"
     assert [row.split(" | ")[:3] for row in rows[2:]] == [
-        ["| Boston", "— (506)", "— (12)"], ["| Concrete", "— (1030)", "— (8)"], ["| wine_white", "", ""]]  # no sizes run
-    assert "| 2.000 ± 0.471 (2.897 ± 0.132) (✓) | 11.000 ± 0.471 (2.786 ± 0.142) (✗) | — |" in rows[2]  # 4 splits
+        ["| Boston", "— (506)", "— (12)"], ["| Concrete", "— (1030)", "— (8)"],
+        ["| wine_white", "", ""]]  # runs without sizes: the paper's alone
+    # 4 splits, not the paper's 20: the marks in parentheses
+    assert "| 2.000 ± 0.471 (2.897 ± 0.132) (✓) | 11.000 ± 0.471 (2.786 ± 0.142) (✗) | — |" in rows[2]
     assert "| 5.768 ± n/a (5.768 ± 0.094) |" in rows[3]
     assert "Failed runs left out (1): Boston SVGP 100: 1." in markdown
     assert "over 1-3 splits (std with ddof 0 over sqrt(n)" in markdown and "✓ / ✗: within / beyond 2 combined" in markdown
@@ -229,7 +232,8 @@ def test_a_failed_split_still_counts_as_run_and_only_off_cells_are_named(tmp_pat
     assert _cell(table, "boston", "svgp", 100)["paper_settings"]
     assert not _cell(table, "concrete", "svgp", 100)["paper_settings"]
     markdown = _markdown_of(runs, tmp_path)
-    assert "Not the paper's settings (Concrete SVGP 100): 5000 iterations and 20 splits, not the paper's 10000 and 20" in markdown
+    assert ("Not the paper's settings (Concrete SVGP 100): 5000 iterations and 20 splits, not the paper's 10000 "
+            "and 20") in markdown
 
 
 def test_n_and_d_are_our_runs_with_the_papers_beside_where_they_differ(tmp_path):

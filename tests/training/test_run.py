@@ -1,4 +1,5 @@
-"""What a checkpoint belongs to (a rerun on another GPU of the same kind resumes; another device type does not), and what a run records of its data."""
+"""What a checkpoint belongs to (a rerun on another GPU of the same kind resumes; another device type does
+not), and what a run records of its data."""
 
 from dataclasses import replace
 
