@@ -10,7 +10,7 @@ from gpstudy.training.probes import PROBES
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA device: nothing in this repository has run on a GPU yet "
-                                       "(README, 'What has run on a GPU')")
+                                       "(docs/gpus.md, 'What has run on a GPU')")
 
 
 @pytest.fixture
