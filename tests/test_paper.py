@@ -155,3 +155,11 @@ def test_table_2_is_our_rows_and_the_quoted_rows_in_the_papers_order():
 def test_unknown_metric_is_refused():
     with pytest.raises(ValueError, match="unknown metric"):
         paper_table("mae")
+
+
+def test_the_arc_cosine_variant_has_the_autogp_papers_depth_and_degree(study_config):
+    """AutoGP section 5: "3 layers and a degree of 1 worked best ... we ran all ARC-COSINE experiments
+    with these settings"."""
+    text = " ".join(_read(SHARED / "papers" / "autogp.txt").split())
+    assert "found that 3 layers and a degree of 1 worked best with AutoGP" in text
+    assert study_config["variants"]["autogp_arccos"]["kernel_options"] == {"degree": 1, "depth": 3}
