@@ -1,5 +1,5 @@
 """The papers' numbers as tidy tables: the GPNet paper's UCI regression (Tables 3 and 4), its airline
-delay regression (Table 1), the PBP baseline, single classification numbers (the AutoGP paper's MNIST),
+delay regression (Table 1), every data set of its tables in its order with its sizes, the PBP baseline, single classification numbers (the AutoGP paper's MNIST),
 and the rows of other papers' methods that a table quotes (the rest of Table 2).
 
 The numbers live in the package file ``paper_results.yaml``, whose header names their sources.
@@ -30,6 +30,20 @@ def paper_datasets() -> pd.DataFrame:
     """The UCI data sets in the paper's row order: columns dataset (our key), name (the paper's), N, D."""
     rows = [{"dataset": key, **info} for key, info in _results()["datasets"].items()]
     return pd.DataFrame(rows, columns=["dataset", "name", "N", "D"])
+
+
+def table_datasets() -> pd.DataFrame:
+    """Every data set of the paper's tables in the paper's order: Table 1's airline, Table 2's images (its
+    columns left to right), then Tables 3-4's UCI sets (their rows), the order in which our tables list them.
+
+    Returns:
+        Columns dataset (our key), name (the paper's), N (training + test rows) and D (inputs), N and D
+        nullable integers, NA where the paper prints none (the airline's D).
+    """
+    results = _results()
+    rows = [{"dataset": "airline", "name": results["airline"]["name"], "N": results["airline"]["N"]}]
+    rows += [{"dataset": key, **info} for key, info in {**results["images"], **results["datasets"]}.items()]
+    return pd.DataFrame(rows, columns=["dataset", "name", "N", "D"]).astype({"N": "Int64", "D": "Int64"})
 
 
 def paper_protocol() -> pd.DataFrame:

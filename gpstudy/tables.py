@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from gpstudy.io import atomic_path
-from gpstudy.paper import paper_columns, paper_datasets, paper_protocol, paper_table, quoted_rows, quoted_tables
+from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
 
 METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP", "orth": "ORTH",
                 "orthnat": "ORTHNAT", "autogp": "AutoGP", "autogp_loo": "AutoGP LOO",
@@ -34,8 +34,9 @@ def method_label(method: str, m: int) -> str:
 
 
 def dataset_label(dataset: str) -> str:
-    """The paper's name of a data set (``"Wine"`` for ``wine_red``), or the key itself if the paper has none."""
-    names = paper_datasets().set_index("dataset")["name"]
+    """The paper's name of a data set (``"Wine"`` for ``wine_red``, ``"MNIST"`` for ``mnist``), or the key
+    itself if the paper has none."""
+    names = table_datasets().set_index("dataset")["name"]
     return names.get(dataset, dataset)
 
 
@@ -83,15 +84,16 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
         paper_settings (whether every run of the cell took the paper's iterations and the cell ran the
         paper's number of splits, ``gpstudy.paper.paper_protocol``; NA where the paper records none or
         nothing ran), then the data set's N (training + test rows) and D (inputs) of our runs (NA for
-        runs without them) and the paper's paper_N and paper_D (NA where it prints none).
-        Every data set present times every (method, M) present, in the paper's order, extras after.
+        runs without them) and the paper's paper_N and paper_D (``gpstudy.paper.table_datasets``; NA where it
+        prints none). Every data set present times every (method, M) present, in the paper's order
+        (``table_datasets``: Table 1's, Table 2's, Tables 3-4's), the others after, alphabetically.
         Where rows are quoted, they follow, each (paper row, data set) with the paper's number as
         paper_mean and nothing of ours (M NA, n 0), and a column quoted_from names their table (empty
         for ours).
     """
     uci = runs[runs["experiment"] == experiment]
     ok = uci["status"] == "ok"
-    datasets = in_order(uci["dataset"], paper_datasets()["dataset"])
+    datasets = in_order(uci["dataset"], table_datasets()["dataset"])
     paper = paper_table(metric).rename(columns={"mean": "paper_mean", "se": "paper_se"})
     papers_order = paper.loc[paper["dataset"].isin(datasets), ["method", "M"]].itertuples(index=False, name=None)
     columns = in_order(zip(uci["method"], uci["M"]), dict.fromkeys([*papers_order, *paper_columns()]))  # Table 1's too
@@ -134,7 +136,7 @@ def _sizes(runs: pd.DataFrame) -> pd.DataFrame:
     recorded = runs.reindex(columns=["dataset", "n_train", "n_test", "D"]).astype({"D": float})
     recorded["N"] = recorded.pop("n_train") + recorded.pop("n_test")
     ours = recorded.groupby("dataset", as_index=False)[["N", "D"]].max()
-    paper = paper_datasets()[["dataset", "N", "D"]].rename(columns={"N": "paper_N", "D": "paper_D"})
+    paper = table_datasets()[["dataset", "N", "D"]].rename(columns={"N": "paper_N", "D": "paper_D"})
     sizes = ours.merge(paper, how="left")
     return sizes.astype({column: "Int64" for column in ("N", "D", "paper_N", "paper_D")})
 
@@ -251,13 +253,11 @@ def _layout(table: pd.DataFrame, notation: _Notation) -> tuple[list[str], list[l
 
 def _caption(table: pd.DataFrame, notation: _Notation) -> str:
     """What the cells mean, the number of splits, and the failed runs left out."""
-    counts = table.loc[table["n"] > 0, "n"]
-    splits = "no" if counts.empty else "-".join(map(str, sorted({counts.min(), counts.max()})))
-    caption = (f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over {splits} "
-               f"splits (std with ddof 0 over sqrt(n), as the authors' evaluation); the paper's in parentheses; "
-               f"{notation.agree} / {notation.disagree}: within / beyond {AGREEMENT_SE:g} combined standard errors "
-               "of it. N, D: our runs' rows (training + test) and inputs, the paper's in parentheses where it "
-               "prints others.")
+    caption = (f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over "
+               f"{_splits(table.loc[table['n'] > 0, 'n'])} (std with ddof 0 over sqrt(n), as the authors' "
+               f"evaluation); the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
+               f"{AGREEMENT_SE:g} combined standard errors of it.{_no_se_note(table, notation)} N, D: our runs' rows "
+               "(training + test) and inputs, the paper's in parentheses where it prints others.")
     caption += _settings_note(table, notation)
     sources = sorted({source for source in table.get("quoted_from", ()) if source})
     if sources:
@@ -275,6 +275,28 @@ def _caption(table: pd.DataFrame, notation: _Notation) -> str:
                           for row in failed.itertuples())
         caption += f" Failed runs left out ({failed['failed'].sum()}): {notation.escape(where)}."
     return caption
+
+
+def _splits(counts: pd.Series) -> str:
+    """How many splits the cells' means are over: "one split", "20 splits", "1-3 splits", "no split"."""
+    if counts.empty:
+        return "no split"
+    low, high = counts.min(), counts.max()
+    if low == high:
+        return "one split" if low == 1 else f"{low} splits"
+    return f"{low}-{high} splits"
+
+
+def _no_se_note(table: pd.DataFrame, notation: _Notation) -> str:
+    """The sentence saying why a cell prints ``± n/a``: ours from a single run (one split), the paper's
+    printed without one; "" when no cell does."""
+    compared = table[[not _is_quoted(row) for row in table.itertuples()]]  # a quoted number has no ± at all
+    reasons = []
+    if (compared["mean"].notna() & compared["se"].isna()).any():
+        reasons.append("ours from a single run (one split)")
+    if (compared["paper_mean"].notna() & compared["paper_se"].isna()).any():
+        reasons.append("the paper prints none")
+    return f" {notation.pm} n/a: no standard error, {' and '.join(reasons)}." if reasons else ""
 
 
 def _settings_note(table: pd.DataFrame, notation: _Notation) -> str:

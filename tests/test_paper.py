@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from gpstudy.paper import (METRICS, airline_table, classification_numbers, paper_columns, paper_datasets, paper_table,
-                           pbp_table, quoted_rows, quoted_tables)
+                           pbp_table, quoted_rows, quoted_tables, table_datasets)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"  # the study's documents beside the repo
 PAPER = SHARED / "papers" / "gpnet-full-with-appendix.txt"
@@ -122,6 +122,12 @@ def test_every_classification_number_is_the_papers_sentence(cell):
     assert served["mean"].item() == cell["value"]
 
 
+def _table_2_header() -> str:
+    """The data set names heading Table 2's columns, as printed."""
+    lines = [" ".join(line.split()) for line in _read(PAPER).splitlines()]
+    return lines[lines.index(TABLE_2) + 1].removeprefix("Methods ")
+
+
 def _table_2_rows() -> list[str]:
     """Table 2's rows as printed (white space normalized), after its title and header line."""
     lines = [" ".join(line.split()) for line in _read(PAPER).splitlines()]
@@ -150,6 +156,25 @@ def test_table_2_is_our_rows_and_the_quoted_rows_in_the_papers_order():
     pd.testing.assert_frame_equal(quoted_rows("table2", "error_rate"), expected)
     assert len(expected) == 12 and expected["value"].isna().sum() == 3  # three "-" on CIFAR10
     assert quoted_rows("table2", "test_ll").empty
+
+
+def test_table_datasets_are_the_papers_tables_in_its_order_with_their_sizes():
+    """Table 1's airline (700K + 100K flights), Table 2's columns left to right (the sizes the AutoGP paper's
+    Table 2 prints, but MNIST's 28 x 28 = 784 pixels for its 768), then Tables 3-4's rows."""
+    table = table_datasets()
+    assert list(table["dataset"]) == ["airline", "mnist", "cifar10", *paper_datasets()["dataset"]]
+    assert list(table["dataset"][1:3]) == quoted_tables()["table2"]["datasets"]
+    assert [tuple(row) for row in table.iloc[3:].itertuples(index=False)] == list(
+        paper_datasets().itertuples(index=False, name=None))
+    assert "we randomly take 700K points for training and 100K for testing" in " ".join(_read(PAPER).split())
+    assert table["N"].iat[0] == 700_000 + 100_000 and pd.isna(table["D"].iat[0])
+    assert " ".join(table["name"][1:3]) == _table_2_header()
+    printed = {row.split("\t")[0]: row.split("\t")[1:4] for row in _read(SHARED / "papers" / "autogp.txt").splitlines()
+               if row.startswith(("MNIST\t", "CIFAR10\t"))}
+    for name, n, d in table.iloc[1:3][["name", "N", "D"]].itertuples(index=False):
+        n_train, n_test, d_printed = (int(value.replace(",", "")) for value in printed[name])
+        assert n == n_train + n_test
+        assert d == d_printed or (name, d_printed, d) == ("MNIST", 768, 28 * 28)
 
 
 def test_unknown_metric_is_refused():

@@ -162,10 +162,11 @@ def test_write_table_marks_quoted_columns_in_md_tex_csv(classification_runs, tmp
     rows = [line for line in markdown.splitlines() if line.startswith("| ")]
     assert rows[0] == ("| Data set | N | D | SVGP 1000 | GPNet 64 | "
                        + " | ".join(f"{name} (quoted)" for name in QUOTED) + " |")
-    mnist = next(row for row in rows if row.startswith("| mnist"))
+    assert [row.split(" | ")[0] for row in rows[2:]] == ["| MNIST", "| CIFAR10"]  # Table 2's columns, left to right
+    mnist = next(row for row in rows if row.startswith("| MNIST"))
     assert mnist.endswith("| 0.0300 ± n/a (0.0240 ± n/a) | 0.0123 ± n/a (0.0112 ± n/a) | 0.0155 | 0.0122 | 0.0121 | "
                           "0.0096 | 0.0084 | 0.0088 |")
-    cifar = next(row for row in rows if row.startswith("| cifar10"))
+    cifar = next(row for row in rows if row.startswith("| CIFAR10"))
     assert cifar.endswith("| — | 0.3000 ± n/a (0.2463 ± n/a) | — | 0.3540 | 0.4434 | — | — | 0.3286 |")
     assert "Columns marked quoted: numbers of other papers' methods from the GPNet paper's Table 2" in markdown
 
@@ -247,3 +248,33 @@ def test_n_and_d_are_our_runs_with_the_papers_beside_where_they_differ(tmp_path)
     dropped = uci_runs(200, 2, {"boston": (455, 51, 12)})  # drop_features: [12]
     assert [line.split(" | ")[:3] for line in _markdown_of(dropped, tmp_path).splitlines()
             if line.startswith("| Boston")] == [["| Boston", "506", "12"]]
+
+
+def _classification_markdown(runs: pd.DataFrame, tmp_path) -> list[str]:
+    """The Markdown lines of the error-rate table of ``runs`` (Table 2's quoted rows beside)."""
+    write_table(experiment_table(runs, "classification", "error_rate", quoted="table2"), tmp_path / "t2")
+    return (tmp_path / "t2.md").read_text(encoding="utf-8").splitlines()
+
+
+def test_classification_rows_follow_table_2_with_our_sizes_and_the_papers(classification_runs, tmp_path):
+    """MNIST before CIFAR10 as Table 2's columns (not alphabetically); N and D of our runs (the quick
+    study's 1000 + 1000 images) beside the standard sets' (60000 + 10000 and 784; 50000 + 10000 and 3072)."""
+    sized = classification_runs.assign(n_train=1000, n_test=1000, D=[784, 784, 3072])
+    table = experiment_table(sized, "classification", "error_rate")
+    assert list(dict.fromkeys(table["dataset"])) == ["mnist", "cifar10"]
+    mnist = _cell(table, "mnist", "gpnet", 64)
+    assert (mnist["N"], mnist["D"], mnist["paper_N"], mnist["paper_D"]) == (2000, 784, 70000, 784)
+    rows = [line.split(" | ")[:3] for line in _classification_markdown(sized, tmp_path) if line.startswith("| ")]
+    assert rows[2:] == [["| MNIST", "2000 (70000)", "784"], ["| CIFAR10", "2000 (60000)", "3072"]]
+    older = [line.split(" | ")[:3] for line in _classification_markdown(classification_runs, tmp_path)
+             if line.startswith("| ")]  # a runs.csv without the sizes: the paper's alone
+    assert older[2:] == [["| MNIST", "— (70000)", "— (784)"], ["| CIFAR10", "— (60000)", "— (3072)"]]
+
+
+def test_a_caption_over_one_split_says_so_and_why_there_is_no_standard_error(classification_runs, tmp_path):
+    caption = _classification_markdown(classification_runs, tmp_path)[0]
+    assert "standard error over one split (std with ddof 0" in caption and "1 splits" not in caption
+    assert "± n/a: no standard error, ours from a single run (one split) and the paper prints none." in caption
+    two = pd.concat([classification_runs, classification_runs.assign(split=1)], ignore_index=True)
+    caption = _classification_markdown(two, tmp_path)[0]
+    assert "over 2 splits" in caption and "± n/a: no standard error, the paper prints none." in caption
