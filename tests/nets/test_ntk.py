@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from gpstudy import generators as draws
 from gpstudy import settings
 from gpstudy.kernels import RBF
 from gpstudy.kernels.cnngp import CNNGP
@@ -148,3 +149,101 @@ def test_one_class_drops_the_class_dimension(inputs):
     torch.testing.assert_close(marginal_mean, mean)
     torch.testing.assert_close(variance, factor.square().sum(-1) + settings.JITTER)
     assert network(inputs[:0])[0].shape == (0,)  # no points, no error
+
+
+# The authors' trunk (gp-infer-net's bnn/multi_output/resnet.py, headless_network and conv_res_block):
+# a 3x3 "same" conv to 64 channels without activation; groups of block_sizes blocks, nf = 64, 128, 256;
+# a group's first block resizes (3x3 stride-2 convs on the main path and the shortcut) where its stride
+# is 2; then a dense layer of 512 and a ReLU (build_resnet).
+AUTHORS_BLOCK_SIZES, AUTHORS_BLOCK_STRIDES, AUTHORS_FIRST_FILTERS = (2, 2, 2), (1, 2, 2), 64
+
+
+def authors_convs(image_shape, first_filters=AUTHORS_FIRST_FILTERS):
+    """Per trunk layer, its convs (in, out, kernel, stride, input HxW, output HxW) in the authors' order
+    (conv1, conv2, residual), and the dense layer's (in, out); TensorFlow's SAME: out = ceil(in / stride)."""
+    channels, size = image_shape[0], tuple(image_shape[1:])
+
+    def conv(c_in, c_out, stride, at):
+        return c_in, c_out, 3, stride, at, tuple(-(-s // stride) for s in at)
+
+    layers = [[conv(channels, first_filters, 1, size)]]
+    channels, nf = first_filters, first_filters
+    for num_blocks, stride in zip(AUTHORS_BLOCK_SIZES, AUTHORS_BLOCK_STRIDES):
+        for block in range(num_blocks):
+            resize = block == 0 and stride == 2
+            step = stride if resize else 1
+            out = conv(channels, nf, step, size)[-1]
+            layers.append([conv(channels, nf, step, size), conv(nf, nf, 1, out)]
+                          + ([conv(channels, nf, step, size)] if resize else []))
+            channels, size = nf, out
+        nf *= 2
+    return layers, (channels * math.prod(size), 512)
+
+
+def trunk_convs(network: NTK):
+    """The trunk's convs as ``authors_convs`` lists them, read by forward hooks on a ``meta`` pass."""
+    seen = {}
+    hooks = [module.register_forward_hook(lambda m, args, out: seen.__setitem__(m, (args[0], out)))
+             for module in network.trunk.modules() if isinstance(module, torch.nn.Conv2d)]
+    network.features(torch.empty(1, math.prod(network.image_shape), dtype=DTYPE, device="meta"))
+    for hook in hooks:
+        hook.remove()
+    layers = []
+    for layer in network.trunk:
+        convs = [module for module in layer.modules() if isinstance(module, torch.nn.Conv2d)]
+        if convs:
+            layers.append([(m.in_channels, m.out_channels, m.kernel_size[0], m.stride[0],
+                            tuple(seen[m][0].shape[-2:]), tuple(seen[m][1].shape[-2:])) for m in convs])
+    dense = network.trunk[-2]
+    return layers, (dense.in_features, dense.out_features)
+
+
+def meta_ntk(image_shape) -> NTK:
+    """The paper's NTK network (10 classes, 100 hidden units) on ``meta``: no values, no cost."""
+    kernel = CNNGP(math.prod(image_shape), image_shape=image_shape).to("meta")
+    return NTK(kernel, 100, draws.new_generators([0], torch.device("meta")), classes=10)
+
+
+@pytest.mark.parametrize("image_shape, parameters", [((1, 28, 28), 9_522_432), ((3, 32, 32), 11_489_664)])
+def test_trunk_is_the_authors_network(image_shape, parameters):
+    """Every conv's channels, stride and map sizes, block by block, and the dense layer, as the authors'
+    code builds them; the parameter counts of their network on MNIST and CIFAR10 (weights and biases)."""
+    network = meta_ntk(image_shape)
+    layers, dense = authors_convs(image_shape)
+    assert trunk_convs(network) == (layers, dense)
+    assert sum(p.numel() for p in network.trunk.parameters()) == parameters
+    authors_count = sum(c_in * c_out * k * k + c_out for layer in layers for c_in, c_out, k, *_ in layer)
+    assert authors_count + dense[0] * dense[1] + dense[1] == parameters
+
+
+def same_conv(h: torch.Tensor, conv: torch.nn.Conv2d, stride: int) -> torch.Tensor:
+    """``layers.conv2d`` with padding SAME (zeros split before/after, the extra one after) and a bias."""
+    pads = []
+    for size in reversed(h.shape[-2:]):
+        total = max((-(-size // stride) - 1) * stride + 3 - size, 0)
+        pads += [total // 2, total - total // 2]
+    return torch.nn.functional.conv2d(torch.nn.functional.pad(h, pads), conv.weight, conv.bias, stride)
+
+
+def test_trunk_computes_the_authors_forward():
+    """The trunk's features equal the authors' forward (``headless_network`` then ReLU), written here with
+    the trunk's weights taken in the authors' order (conv1, conv2, residual), random biases included: the
+    shortcut is the block's input, ReLUs after conv1 and after the sum, none after the first conv. Odd
+    maps (5 -> 3 -> 2), where SAME pads one pixel on each side like the trunk."""
+    network = NTK(CNNGP(50, image_shape=SHAPE), HIDDEN, torch.Generator().manual_seed(0), classes=CLASSES,
+                  filters=(3, 3, 6, 6, 12, 12))
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for parameter in network.trunk.parameters():
+            parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator, dtype=DTYPE))
+    x = torch.randn(4, 50, generator=generator, dtype=DTYPE)
+    convs = iter([module for module in network.trunk.modules() if isinstance(module, torch.nn.Conv2d)])
+    h = same_conv(x.reshape(-1, *SHAPE), next(convs), 1)
+    for num_blocks, stride in zip(AUTHORS_BLOCK_SIZES, AUTHORS_BLOCK_STRIDES):
+        for block in range(num_blocks):
+            resize = block == 0 and stride == 2
+            z = same_conv(same_conv(h, next(convs), 2 if resize else 1).relu(), next(convs), 1)
+            h = (z + (same_conv(h, next(convs), 2) if resize else h)).relu()
+    expected = network.trunk[-2](h.flatten(1)).relu()
+    assert next(convs, None) is None
+    torch.testing.assert_close(network.features(x), expected, rtol=1e-12, atol=1e-12)
