@@ -1,6 +1,6 @@
 """Wall time and peak resident memory of the airline data stage on a synthetic 2008 table (issue 15).
 
-    python benchmarks/airline_data.py [--rows 7009728] [--workdir DIR] [--train-size N --test-size N]
+    python benchmarks/airline_data.py [--rows 7009728] [--workdir DIR] [--train-size N --test-size N] [--months 1 ... 12]
 
 Writes, chunk by chunk, a synthetic ``2008.csv.bz2`` of the real ASA Data Expo 2009 schema (its 29
 columns in order, ``--rows`` flights through 2008 in month order as the real file, realistic ranges:
@@ -8,7 +8,8 @@ hhmm clock times up to 2400, about 2% cancelled and 0.25% diverted flights with 
 missing values, missing tail numbers, tail numbers the plane table lacks) and its ``plane-data.csv``
 (planes of build year 0000, None, or no information) into ``DIR/mirror/airline/``. Then runs the data
 stage in a child process, as the pipeline does: fetch from that mirror (copy and sha256), read the
-table, write one random split (700K/100K at the real size; scaled with ``--rows`` otherwise).
+table of config.yaml's months (or ``--months``), write one random split (700K/100K at the real size;
+scaled with ``--rows`` otherwise). The reader's log of the rows left after each filter is printed.
 Prints the stage's wall time and the child's peak resident memory (its rusage from ``os.wait4``),
 and the generator's own peak (it runs in a child too).
 
@@ -20,6 +21,7 @@ from __future__ import annotations  # numpy's types in annotations, numpy import
 
 import argparse
 import bz2
+import logging
 import os
 import resource
 import subprocess
@@ -145,12 +147,17 @@ def write_synthetic(folder: Path, rows: int, seed: int = 0) -> None:
             chunk.to_csv(out, index=False, header=first == 0, na_rep="NA")
 
 
-def stage(workdir: Path, train_size: int, test_size: int) -> None:
-    """The data stage of the pipeline on ``workdir/mirror``: fetch, table, split 0 (run in the child)."""
-    from gpstudy.data import get_dataset, load_table, prepare_split, prepare_table
+def stage(workdir: Path, train_size: int, test_size: int, months: list[int] | None) -> None:
+    """The data stage of the pipeline on ``workdir/mirror``: fetch, table (config.yaml's months unless
+    ``months``), split 0 (run in the child)."""
+    from gpstudy.config import dataset_of, load_config
+    from gpstudy.data import load_table, prepare_split, prepare_table
     from gpstudy.data.prepare import fetch_dataset
 
-    airline, manifest = get_dataset("airline"), workdir / "raw/airline/files_random.json"
+    logging.basicConfig(level=logging.INFO, format="  %(message)s")
+    config = load_config(Path(__file__).resolve().parents[1] / "config.yaml",
+                         overrides={"dataset_options": {"airline": {"months": months}}} if months else None)
+    airline, manifest = dataset_of(config, "airline"), workdir / "raw/airline/files_random.json"
     times = {"start": time.perf_counter()}
     fetch_dataset(airline, "random", manifest.parent, manifest, mirror=str(workdir / "mirror"))
     times["fetch"] = time.perf_counter()
@@ -180,6 +187,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="where the files go (default: a temporary folder, removed)")
     parser.add_argument("--train-size", type=int, help="training rows (default 700K at the real size, scaled)")
     parser.add_argument("--test-size", type=int, help="test rows (default 100K at the real size, scaled)")
+    parser.add_argument("--months", type=int, nargs="+", help="months of 2008 read (default: config.yaml's)")
     parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)  # a child: write the files
     parser.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)  # a child: run the data stage
     args = parser.parse_args()
@@ -189,7 +197,7 @@ def main() -> None:
         write_synthetic(args.workdir / "mirror/airline", args.rows)
         return
     if args.stage:
-        stage(args.workdir, train_size, test_size)
+        stage(args.workdir, train_size, test_size, args.months)
         return
     with tempfile.TemporaryDirectory(prefix="airline_data_") as scratch:
         workdir = str(args.workdir or scratch)
@@ -198,7 +206,8 @@ def main() -> None:
         print(f"generated {args.rows:,} flights in {seconds:.0f} s: 2008.csv.bz2 {size / 2**20:.0f} MiB; "
               f"generator peak RSS {peak:.2f} GiB", flush=True)
         seconds, peak = child("--stage", "--workdir", workdir, "--rows", str(args.rows),
-                              "--train-size", str(train_size), "--test-size", str(test_size))
+                              "--train-size", str(train_size), "--test-size", str(test_size),
+                              *(["--months", *map(str, args.months)] if args.months else []))
         print(f"data stage (fetch from the mirror, table, one {train_size:,}/{test_size:,} random split) of "
               f"{args.rows:,} flights: wall {seconds:.1f} s, peak RSS {peak:.2f} GiB (ru_maxrss of the child; "
               f"the parent's own peak, which it may include: "

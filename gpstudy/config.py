@@ -18,7 +18,8 @@ import jsonschema
 import yaml
 
 from gpstudy import paths
-from gpstudy.data.registry import DATASETS, ONE_SPLIT_PROTOCOLS, PROTOCOLS, Dataset, get_dataset, plain
+from gpstudy.data.registry import (DATASETS, ONE_SPLIT_PROTOCOLS, PROTOCOLS, READER_OPTIONS, Dataset, get_dataset,
+                                   plain)
 from gpstudy.methods import METHODS
 from gpstudy.metrics import TASK_METRICS
 from gpstudy.paper import quoted_tables
@@ -129,6 +130,13 @@ def validate_config(config: dict[str, Any]) -> None:
                 where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
                 raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
                                   f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)")
+    used = {*config["datasets"], *config.get("dataset_options", {}),
+            *(name for spec in config["experiments"].values() for name in spec["datasets"])}
+    for name in sorted(used - set(user_datasets(config))):
+        try:
+            get_dataset(name).with_reader_options(config.get("dataset_options", {}).get(name, {}))
+        except ValueError as error:
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: {error}") from None
     for name, options in config.get("dataset_options", {}).items():
         if "sha256" in options and "source" not in options:  # a user data set's: refused below
             try:
@@ -161,6 +169,10 @@ def validate_config(config: dict[str, Any]) -> None:
         if "sha256" in options:
             raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: a user data set "
                               "pins its file with source.sha256")
+        if set(options) & READER_OPTIONS:
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: "
+                              f"{', '.join(sorted(set(options) & READER_OPTIONS))} is an option of a registered "
+                              "data set's reader, not of a user data set")
         missing = [key for key in USER_DATASET_KEYS if key not in options]
         if missing:
             raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: a user data set "
@@ -213,12 +225,13 @@ def user_datasets(config: dict[str, Any]) -> dict[str, dict]:
 
 
 def dataset_of(config: dict[str, Any], name: str) -> Dataset:
-    """The data set ``name``: one the config defines (``user_datasets``), else the registry's with the
-    sha256 the config pins for its files (``dataset_options.<name>.sha256``)."""
+    """The data set ``name``: one the config defines (``user_datasets``), else the registry's with its
+    reader's options (``Dataset.with_reader_options``: airline's months) and the sha256 the config pins
+    for its files (``dataset_options.<name>.sha256``)."""
     options = config.get("dataset_options", {}).get(name, {})
     if "source" in options:
         return get_dataset(name, options)
-    dataset = get_dataset(name)
+    dataset = get_dataset(name).with_reader_options(options)
     return dataset.pinned(options["sha256"]) if "sha256" in options else dataset
 
 

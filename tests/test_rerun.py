@@ -38,6 +38,7 @@ DATA_KEYS = {  # a data set key of the schema -> (options that change it, the st
     "protocol": ({"protocol": "first_rows"}, set()),  # in every data file's path: new files, none rerun
     "splits": ({"splits": 3}, set()),  # more split files, each made once
     "sha256": None,  # a registered data set's pins: see test_a_pin_of_a_registered_file_reruns_its_fetch
+    "months": None,  # the airline reader's: see test_the_airline_months_rerun_its_table_and_splits
 }
 STUDY_KEYS = {"seed": (1, {"split"}), "mirror": ("/elsewhere", set())}  # top-level keys that reach the data stage
 
@@ -91,6 +92,13 @@ def test_a_pin_of_a_registered_file_reruns_its_fetch():
     assert changed_stages(before, pinned, "airline") == {"fetch", "table", "split"}
 
 
+def test_the_airline_months_rerun_its_table_and_splits():
+    before = load_config(REPO / "config.yaml")
+    whole_year = copy.deepcopy(before)
+    merge(whole_year, {"dataset_options": {"airline": {"months": list(range(1, 13))}}})
+    assert changed_stages(before, whole_year, "airline") == {"table", "split"}
+
+
 def test_stage_params_are_plain_data_snakemake_can_compare(study_config):
     """Snakemake leaves a param it cannot represent out of its rerun check, silently: every value must be plain
     (json.dumps refuses any other), for a user data set and every registered one under its protocol."""
@@ -99,7 +107,8 @@ def test_stage_params_are_plain_data_snakemake_can_compare(study_config):
     json.dumps(params)
     for name in DATASETS:
         params = data_stage_params(study_config, name, data_plan(study_config, name).protocol)
-        assert params["fetch"]["files"] and params["table"]["dataset"]["read"].startswith("gpstudy.data.")
+        read = params["table"]["dataset"]["read"]  # a function, or one with its options bound (airline's months)
+        assert params["fetch"]["files"] and (read if isinstance(read, str) else read["function"]).startswith("gpstudy.data.")
         json.dumps(params)
 
 

@@ -27,6 +27,7 @@ class Dataset:
     shape: tuple[int, int] | None = None  # (N, D) of the table, checked after reading
     own_files: tuple[FileSpec, ...] = ()  # a user data set's files (the registry's are in files.tsv)
     pins: tuple[tuple[str, str], ...] = ()  # (path, sha256) a config pins for files files.tsv has no hash of
+    reader_options: tuple[str, ...] = ()  # the dataset_options keys its reader takes as keyword arguments (all needed)
 
     @property
     def standardize(self) -> bool:
@@ -58,6 +59,25 @@ class Dataset:
                                  "a config pins only files without a trusted hash")
         return replace(self, pins=tuple(sorted(sha256.items())))
 
+    def with_reader_options(self, options: dict[str, Any]) -> "Dataset":
+        """This data set with its reader's options (``reader_options``) taken from a config's
+        ``dataset_options`` entry for it, bound to the reader (lists as tuples), so ``spec`` holds them.
+
+        Raises:
+            ValueError: one of its reader's options missing, or another data set's reader option given.
+        """
+        missing = [key for key in self.reader_options if key not in options]
+        foreign = sorted(key for key in set(options) & READER_OPTIONS if key not in self.reader_options)
+        if missing:
+            raise ValueError(f"data set {self.name!r} needs {', '.join(missing)} (the default is in config.yaml)")
+        if foreign:
+            raise ValueError(f"{', '.join(foreign)} is an option of another data set's reader, not of {self.name!r}'s")
+        if not self.reader_options:
+            return self
+        bound = {key: tuple(options[key]) if isinstance(options[key], list) else options[key]
+                 for key in self.reader_options}
+        return replace(self, read=partial(self.read, **bound))
+
     def spec(self) -> dict[str, Any]:
         """Every field of the data set as plain data (``plain``): what its files are, how they are read
         (the reader and its options: a user data set's format, target and task), its task and shape."""
@@ -79,10 +99,11 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("protein", uci.read_protein, shape=(45730, 9)),
     Dataset("wine_red", uci.read_wine_red, shape=(1599, 11)),
     Dataset("snelson", uci.read_snelson, shape=(200, 1)),
-    Dataset("airline", airline.read_airline),
+    Dataset("airline", airline.read_airline, reader_options=("months",)),
     Dataset("mnist", images.read_mnist, task="classification", protocol="given", shape=(70000, 784)),
     Dataset("cifar10", images.read_cifar10, task="classification", protocol="given", shape=(60000, 3072)),
 )}
+READER_OPTIONS = {key for dataset in DATASETS.values() for key in dataset.reader_options}  # of any reader
 
 
 def plain(value: Any) -> Any:
