@@ -44,6 +44,7 @@ try:
 except ImportError:
     sys.exit("benchmarks/peers.py needs GPyTorch: pip install -e '.[bench]'")
 
+from gpstudy.devices import synchronize
 from gpstudy.config import load_config
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
@@ -142,12 +143,6 @@ def peer_step(model: PeerSVGP, likelihood: gpytorch.likelihoods.GaussianLikeliho
         return loss.detach()
 
     return step
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued GPU work, so that wall time covers it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def seconds_per_step(step: Step, batches: list[Batch], device: torch.device) -> tuple[float, Tensor]:

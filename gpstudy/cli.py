@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> None:
         out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
         out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
         results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
-                          out / "checkpoint.pt", labels, jobs_per_gpu=config["jobs_per_gpu"])
+                          out / "checkpoint.pt", labels, None, jobs_per_gpu=config["jobs_per_gpu"],
+                          gpu_lock_dir=config["gpu_lock_dir"])
         names = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         for s, metrics in results.items():
             values = ", ".join(f"{name} {metrics[name]:.4g}" for name in names)

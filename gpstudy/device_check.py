@@ -14,24 +14,18 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.host_sync import PACKAGE, HostSyncCounter
+from gpstudy.devices import synchronize
+from gpstudy.host_sync import HostSyncCounter, in_package, place
 from gpstudy.training.probes import build_probe
 
 CUDA_LIBRARIES = ("cusolver", "magma")  # torch.backends.cuda.preferred_linalg_library's choices compared
 CPU_LIBRARY = "lapack"  # the only linear-algebra library of the CPU
 AGREEMENT = 1e-10  # relative residual and difference of factors below which two Cholesky factors agree (float64)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for the device's queued work (nothing to wait for on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def reset_peak_memory(device: torch.device) -> None:
@@ -76,9 +70,8 @@ def matmul_rate(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> f
 
 def origin(error: BaseException) -> str:
     """file:line of the innermost frame of the gpstudy package in ``error``'s traceback ("" if none)."""
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
-              if PACKAGE in Path(frame.filename).resolve().parents]
-    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if in_package(frame)]
+    return place(frames[-1]) if frames else ""
 
 
 def describe(error: BaseException) -> str:

@@ -20,10 +20,11 @@ are therefore named by what every process agrees on, the device's UUID:
   that is taken to be nvidia-smi's order (assumed, not checked); with mixed models, indices without
   ``PCI_BUS_ID`` are refused.
 - One lock file per (device UUID, slot), held with an exclusive ``flock`` for the job's life; the
-  kernel drops it when the process ends, even by ``kill -9``. :data:`GPU_LOCK_DIR` is one folder for
-  all users of the machine (sticky, writable by all, like /tmp), and lock files are opened read-only
-  (``flock`` needs no write access), so two users' jobs see each other's locks. It is in /tmp itself,
-  not in ``$TMPDIR``, which SLURM and some sites set per job or per user.
+  kernel drops it when the process ends, even by ``kill -9``. The folder (the config's
+  ``gpu_lock_dir``) is one for all users of the machine (sticky, writable by all, like /tmp), and lock
+  files are opened read-only (``flock`` needs no write access), so two users' jobs see each other's
+  locks. Its default is in /tmp itself, not in ``$TMPDIR``, which SLURM and some sites set per job or
+  per user.
 - After taking a slot the job's ``CUDA_VISIBLE_DEVICES`` becomes the device's UUID and the job trains
   on ``cuda:0``. This must happen before CUDA starts in the job; :func:`gpu_slot` refuses when torch
   has initialised CUDA, and :func:`resolve_device` decides "auto" without starting it.
@@ -50,7 +51,6 @@ import torch
 
 log = logging.getLogger(__name__)
 
-GPU_LOCK_DIR = Path("/tmp/gpstudy-gpu-slots")  # this machine's slot files, shared by all users and jobs
 
 _GPU_LINE = re.compile(r"GPU (\d+): (.+) \(UUID: (GPU-[^)\s]+)\)")
 _MIG_LINE = re.compile(r"\s+MIG .+ Device\s+\d+: \(UUID: (MIG-[^)\s]+)\)")
@@ -149,6 +149,12 @@ def visible_devices(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> list[str
             raise ValueError(f"{where} names {sorted(twice)} twice")
         chosen.extend(found)
     return chosen
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (nothing to wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def resolve_device(name: str, gpus: Sequence[Gpu] | None = None,

@@ -55,13 +55,21 @@ def _is_boolean_index(func, args) -> bool:
     return any(index is not None and index.dtype == torch.bool for index in args[1])
 
 
+def in_package(frame: traceback.FrameSummary) -> bool:
+    """Whether a traceback frame is in the gpstudy package's code."""
+    return PACKAGE in Path(frame.filename).resolve().parents
+
+
+def place(frame: traceback.FrameSummary) -> str:
+    """A frame's file:line."""
+    return f"{Path(frame.filename).name}:{frame.lineno}"
+
+
 def _where() -> str:
     """file:line of the innermost frame of the gpstudy package outside this module, else of the caller."""
     frames = [frame for frame in traceback.extract_stack()[:-3] if "torch" not in Path(frame.filename).parts]
-    ours = [frame for frame in frames
-            if PACKAGE in Path(frame.filename).resolve().parents and Path(frame.filename).name != "host_sync.py"]
-    frame = (ours or frames or traceback.extract_stack()[-4:-3])[-1]
-    return f"{Path(frame.filename).name}:{frame.lineno}"
+    ours = [frame for frame in frames if in_package(frame) and Path(frame.filename).name != "host_sync.py"]
+    return place((ours or frames or traceback.extract_stack()[-4:-3])[-1])
 
 
 class HostSyncCounter(TorchDispatchMode):

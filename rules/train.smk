@@ -13,6 +13,7 @@ rule train:
         labels=job_labels,
         checkpoint=paths.CHECKPOINT,
         jobs_per_gpu=config["jobs_per_gpu"],
+        gpu_lock_dir=config["gpu_lock_dir"],
     threads: 1
     resources:
         gpu=job_gpus,

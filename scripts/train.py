@@ -16,4 +16,5 @@ splits = snakemake.params.splits
 out = Path(snakemake.output[0])
 run_job(dict(zip(splits, snakemake.input.splits)), RunSettings(**snakemake.params.settings),
         {s: out / paths.SPLIT_FOLDER.format(split=s) for s in splits}, Path(snakemake.params.checkpoint), snakemake.params.labels,
-        dict(zip(splits, snakemake.input.hyperparameters)), snakemake.params.jobs_per_gpu)
+        dict(zip(splits, snakemake.input.hyperparameters)), jobs_per_gpu=snakemake.params.jobs_per_gpu,
+        gpu_lock_dir=snakemake.params.gpu_lock_dir)

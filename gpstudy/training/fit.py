@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
+from gpstudy.devices import synchronize
 from gpstudy.methods import Method
 from gpstudy.optim import adam, optimizer_step
 from gpstudy.training.checkpoint import Checkpointer, load
@@ -133,8 +134,7 @@ def fit(
 
 def _elapsed(tic: float, device: torch.device) -> float:
     """Seconds since ``tic``, after the device finished its queued work."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     return time.perf_counter() - tic
 
 

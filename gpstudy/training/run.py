@@ -15,7 +15,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.data import DataError, Split, load_split, non_finite
-from gpstudy.devices import GPU_LOCK_DIR, gpu_slot
+from gpstudy.devices import gpu_slot
 from gpstudy.gaussian import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.likelihoods import LIKELIHOODS
@@ -251,13 +251,15 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
 
 
 def run_job(split_files: dict[int, Path], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
-            labels: dict, hyperparameter_files: dict[int, Path] | None = None, jobs_per_gpu: int = 1) -> dict[int, dict]:
+            labels: dict, hyperparameter_files: dict[int, Path] | None, *, jobs_per_gpu: int,
+            gpu_lock_dir: str | Path) -> dict[int, dict]:
     """One training job: load the splits (and their pretrained hyperparameters, when given), take a
-    free GPU slot when the settings ask for ``cuda`` (``gpstudy.devices.gpu_slot``), then
+    free GPU slot when the settings ask for ``cuda`` (``gpstudy.devices.gpu_slot``: ``jobs_per_gpu`` and
+    ``gpu_lock_dir``, the config's), then
     :func:`run_splits`. ``labels`` (experiment, dataset, method, M) go into every split's
     ``metrics.json`` with the split's index."""
     splits = {s: load_split(path) for s, path in split_files.items()}
     hyperparameters = {s: read_json(path) for s, path in (hyperparameter_files or {}).items()} or None
-    with gpu_slot(settings.torch_device(), GPU_LOCK_DIR, jobs_per_gpu) as device:
+    with gpu_slot(settings.torch_device(), gpu_lock_dir, jobs_per_gpu) as device:
         return run_splits(splits, replace(settings, device=str(device)), out_dirs, checkpoint,
                           {s: {**labels, "split": s} for s in splits}, hyperparameters)
