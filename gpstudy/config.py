@@ -46,10 +46,12 @@ class DataPlan:
     train_size: int | None = None  # random and first_rows protocols: training rows (default int(0.9 N))
     test_size: int | None = None  # random and first_rows protocols: test rows (default the rest)
     drop_features: tuple[int, ...] = ()  # feature columns left out of the splits (0-based)
+    standardize_inputs: bool = False  # classification: x standardized per feature by the training rows (regression: always)
 
     def split_options(self) -> dict[str, Any]:
         """The keyword arguments of ``gpstudy.data.prepare_split`` beyond the protocol and split."""
-        return {"train_size": self.train_size, "test_size": self.test_size, "drop_features": self.drop_features}
+        return {"train_size": self.train_size, "test_size": self.test_size, "drop_features": self.drop_features,
+                "standardize_inputs": self.standardize_inputs}
 
 
 def load_config(*files: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -177,6 +179,11 @@ def validate_config(config: dict[str, Any]) -> None:
         if missing:
             raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: a user data set "
                               f"(one with a `source`) needs {', '.join(missing)}")
+    for name, options in config.get("dataset_options", {}).items():
+        if "standardize_inputs" in options and dataset_of(config, name).task == "regression":
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.standardize_inputs: "
+                              f"{name!r} is a regression data set, whose x and y are always standardized with "
+                              "training statistics; the option is a classification data set's")
     from gpstudy.training.settings import SettingsError, run_settings  # settings are built from a valid config
 
     for job in study_jobs(config):
@@ -242,7 +249,7 @@ def data_plan(config: dict[str, Any], name: str) -> DataPlan:
     protocol = options.get("protocol", registered if registered == "given" else config["split_protocol"])
     splits = 1 if protocol in ONE_SPLIT_PROTOCOLS else options.get("splits", config["splits"])
     return DataPlan(protocol, tuple(range(splits)), options.get("train_size"), options.get("test_size"),
-                    tuple(options.get("drop_features", ())))
+                    tuple(options.get("drop_features", ())), options.get("standardize_inputs", False))
 
 
 def data_stage_params(config: dict[str, Any], name: str, protocol: str) -> dict[str, dict[str, Any]]:

@@ -69,6 +69,15 @@ def test_bad_config_names_the_key(changes, message):
         validate_config(with_changes(**changes))
 
 
+def test_standardize_inputs_is_refused_on_a_regression_data_set():
+    validate_config(with_nested(dataset_options={"mnist": {"standardize_inputs": True}}))
+    with pytest.raises(ConfigError, match=r"\$\.dataset_options\.boston\.standardize_inputs: 'boston' is a regression "
+                                          r"data set, whose x and y are always standardized"):
+        validate_config(with_nested(dataset_options={"boston": {"standardize_inputs": False}}))
+    with pytest.raises(ConfigError, match=r"\$\.dataset_options\.mnist\.standardize_inputs: 'yes' is not of type"):
+        validate_config(with_nested(dataset_options={"mnist": {"standardize_inputs": "yes"}}))
+
+
 def user_data_set(name):
     """A config whose study is the user data set ``name`` alone, in the uci experiment."""
     source = {"source": {"file": "mine.csv", "sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression"}

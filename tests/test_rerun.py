@@ -39,6 +39,7 @@ DATA_KEYS = {  # a data set key of the schema -> (options that change it, the st
     "splits": ({"splits": 3}, set()),  # more split files, each made once
     "sha256": None,  # a registered data set's pins: see test_a_pin_of_a_registered_file_reruns_its_fetch
     "months": None,  # the airline reader's: see test_the_airline_months_rerun_its_table_and_splits
+    "standardize_inputs": None,  # a classification data set's: see test_per_pixel_standardization_reruns_the_splits
 }
 STUDY_KEYS = {"seed": (1, {"split"}), "mirror": ("/elsewhere", set())}  # top-level keys that reach the data stage
 
@@ -97,6 +98,16 @@ def test_the_airline_months_rerun_its_table_and_splits():
     whole_year = copy.deepcopy(before)
     merge(whole_year, {"dataset_options": {"airline": {"months": list(range(1, 13))}}})
     assert changed_stages(before, whole_year, "airline") == {"table", "split"}
+
+
+def test_per_pixel_standardization_reruns_the_splits():
+    """MNIST's standardize_inputs (the AutoGP authors' per-pixel standardization) changes its splits, not its
+    files or table: its split jobs rerun, and every training job on them."""
+    before = load_config(REPO / "config.yaml")
+    after = copy.deepcopy(before)
+    merge(after, {"dataset_options": {"mnist": {"standardize_inputs": True}}})
+    assert changed_stages(before, after, "mnist", "given") == {"split"}
+    assert data_stage_params(after, "mnist", "given")["split"]["options"]["standardize_inputs"] is True
 
 
 def test_stage_params_are_plain_data_snakemake_can_compare(study_config):

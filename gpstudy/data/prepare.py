@@ -60,9 +60,10 @@ def prepare_table(dataset: Dataset, protocol: str, manifest: Path, output: Path)
 
 def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path, manifest: Path, output: Path, *,
                   seed: int = 0, train_size: int | None = None, test_size: int | None = None,
-                  drop_features: tuple[int, ...] = ()) -> None:
-    """Write split ``split`` of a data set, standardized with training statistics, without the feature
-    columns ``drop_features`` (the index_files protocol reads the raw files ``manifest`` lists, checked)."""
+                  drop_features: tuple[int, ...] = (), standardize_inputs: bool = False) -> None:
+    """Write split ``split`` of a data set, standardized with training statistics (a classification data
+    set's x only with ``standardize_inputs``), without the feature columns ``drop_features`` (the
+    index_files protocol reads the raw files ``manifest`` lists, checked)."""
     table = load_table(table_path)
     if drop_features:
         if max(drop_features) >= table.x.shape[1]:
@@ -76,5 +77,5 @@ def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path,
         raw = checked_raw_folder(manifest, dataset.files(protocol))
     train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size, test_size=test_size, raw=raw)
     info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed,
-            "drop_features": list(drop_features)}
-    save_split(output, make_split(table, train, test, dataset.standardize, info))
+            "drop_features": list(drop_features), "standardize_inputs": standardize_inputs}
+    save_split(output, make_split(table, train, test, dataset.standardize, info, standardize_inputs=standardize_inputs))

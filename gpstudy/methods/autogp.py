@@ -1,5 +1,27 @@
 """AutoGP: a sparse GP with a mixture q(u), Monte Carlo expectations and a leave-one-out objective
-(Krauth, Bonilla, Cutajar and Filippone, 2017)."""
+(Krauth, Bonilla, Cutajar and Filippone, 2017).
+
+Where the authors' MNIST code (ebonilla/AutoGP: experiments/mnist.py, autogp/gaussian_process.py,
+autogp/kernels/radial_basis.py, autogp/datasets/mnist.py) differs from what we first wrote, each
+difference is an option; its default is the paper's text where it speaks, the code where it is silent:
+
+* ``latent_priors``: paper eq. 4-7, one kernel kappa_j and inducing inputs Z_j per latent process;
+  code: a list of 10 kernels (mnist.py:34) and Z tiled to one copy per latent, each trained on its own
+  (gaussian_process.py:50-54, 85). Default ``per_latent`` (paper and code); ``shared``: one kernel
+  and one Z for every latent, ours before. With one latent (Q = 1) the two are the same model.
+* ``initial_covariance``: paper appendix D.1, "initialized the posterior mean to a zero vector, and
+  the posterior covariances to identity matrices"; code: m = 0 and a raw Cholesky of zeros with an
+  exponentiated diagonal, S = I (gaussian_process.py:67-84). Default ``identity`` (paper and code);
+  ``prior``: S = K_ZZ, q(u) = p(u) at the start, ours before. m = 0 either way.
+* ``white_noise``: the paper is silent; the code's RBF adds 0.01 (radial_basis.py:11, 24, 44; the
+  arc-cosine 1e-4, arc_cosine.py:10) to K_ZZ (a kernel called with one argument) and to k(x, x) (its
+  diagonal), not to K_Zx: p(u) = N(0, K_ZZ + w I) and sigma^2 (eq. 12) starts from k(x, x) + w, in the
+  training marginals and the predictions alike. Default 0.01 (the code); 0 was ours before.
+* Per-pixel standardisation is a data-stage option (``standardize_inputs`` of a data set,
+  ``gpstudy.data.split``): the code standardises every pixel with the training set's mean and
+  standard deviation (datasets/mnist.py:25-43, 90-95); the paper reports MNIST "without ... doing any
+  kind of pre-processing of the data" (section 7.3). Default off (the paper's words).
+"""
 
 import math
 from collections.abc import Mapping
@@ -9,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import (cholesky, cross_entropy, entropy, inverse_positive, kernel_scale_tril, log_density,
+from gpstudy.gaussian import (add_diagonal, add_jitter, cholesky, cross_entropy, entropy, inverse_positive, log_density,
                               positive, raw_of_scale_tril, scale_tril)
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
@@ -82,13 +104,32 @@ def mixture_entropy_bound(weights: Tensor, means: Tensor, scale_trils: Tensor) -
     return -(weights * (weights.log().unsqueeze(-2) + log_normal).logsumexp(-1)).sum(-1)
 
 
+def give_each_latent_its_kernel(kernel: Kernel, batch_dims: int, latents: int) -> None:
+    """Give ``kernel`` one set of hyperparameters per latent function, in place: every parameter
+    ``[*batch, ...]`` (``batch_dims`` split dimensions) becomes ``[*batch, Q, ...]``, each latent starting at
+    the kernel's values (the authors' code builds Q equal kernels); its inputs then broadcast over
+    ``[*batch, Q, n, D]``. In place, so that whoever reports the kernel reports the trained one.
+
+    Raises:
+        ValueError: the kernel already has a latent dimension (given to another AutoGP before).
+    """
+    if kernel.variance.dim() != batch_dims:
+        raise ValueError(f"the kernel's variance has shape {tuple(kernel.variance.shape)}, not the {batch_dims} split "
+                         "dimension(s) of the data: it already has one set of hyperparameters per latent")
+    for module in kernel.modules():
+        for name, parameter in list(module.named_parameters(recurse=False)):
+            value = parameter.detach().unsqueeze(batch_dims)
+            value = value.expand(*value.shape[:batch_dims], latents, *value.shape[batch_dims + 1:]).clone()
+            setattr(module, name, nn.Parameter(value, requires_grad=parameter.requires_grad))
+
+
 def to_likelihood_layout(latent: Tensor) -> Tensor:
     """``[..., Q, n]`` to the likelihood's ``[..., n]`` (Q = 1) or ``[..., n, Q]``."""
     return latent.squeeze(-2) if latent.shape[-2] == 1 else latent.mT
 
 
 class AutoGP(Method):
-    """AutoGP: q(u) = sum_k pi_k prod_j N(u_j; m_kj, S_kj) (eq. 9), u_j = f_j(Z), not whitened.
+    """AutoGP: q(u) = sum_k pi_k prod_j N(u_j; m_kj, S_kj) (eq. 9), u_j = f_j(Z_j), not whitened.
 
     Loss at a variational step: -[(N/n) sum_B sum_k pi_k E_{q_k(f_n)} log p(y_n | f_n) - KL] (eq. 10), the
     expectation by S reparameterized samples per point, component and latent (eqs. 13-15), with the
@@ -102,11 +143,15 @@ class AutoGP(Method):
     plain batch sum (N/n times smaller gradients) its LOO steps came out 15-27x smaller than a fresh
     optimizer's (issue 27); one scale keeps one optimizer, its state and checkpoint as for every method.
 
-    The Q = ``likelihood.latent_dim`` latent functions (C for a softmax) share the kernel and Z (the paper
-    allows one of each per latent); each has its own q_k(u_j). Z starts at k-means centres of the training
-    inputs, every component at the prior (m = 0, S = K_ZZ) with pi uniform: the components' independent
-    samples break their symmetry. Kernel and likelihood are trained in both phases with
-    ``config.online_hyperparameters`` (as AutoGP does), else only Z in the LOO phase.
+    Z starts at k-means centres of the training inputs, pi uniform, m = 0; kernel and likelihood are
+    trained in both phases with ``config.online_hyperparameters`` (as AutoGP does), else only Z in the LOO
+    phase. Where the authors' MNIST code differs, each difference is an option (the module's docstring).
+
+    The Q = ``likelihood.latent_dim`` latent functions (C for a softmax) have their own q_k(u_j) either way.
+    With ``per_latent`` (and Q > 1) the kernel's hyperparameters get a latent dimension in place
+    (``give_each_latent_its_kernel``): lengthscales ``[*batch, Q, D]``, Z ``[*batch, Q, M, D]``; with
+    ``shared`` Z is ``[*batch, M, D]``. Internally the prior's factors carry a group axis G (Q or 1):
+    L_Z ``[*batch, G, M, M]``.
     """
 
     name = "autogp"
@@ -120,6 +165,15 @@ class AutoGP(Method):
         "loo_phase": {"type": "integer", "minimum": 0,
                       "description": "iterations of each leave-one-out phase after it (0: no LOO)"},
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and likelihood parameters"},
+        "latent_priors": {"enum": ["per_latent", "shared"],
+                          "description": "per_latent: each latent function its own kernel and inducing inputs "
+                                         "(paper eq. 4, authors' code) | shared: one kernel and one Z for all"},
+        "initial_covariance": {"enum": ["identity", "prior"],
+                               "description": "S_kj at the start, m = 0 either way: identity (paper appendix D.1, "
+                                              "authors' code) | prior (K_ZZ: q(u) = p(u))"},
+        "white_noise": {"type": "number", "minimum": 0,
+                        "description": "w added to K_ZZ and k(x, x), not K_Zx (the authors' kernels: RBF 0.01, "
+                                       "arc-cosine 1e-4)"},
     }
 
     @classmethod
@@ -138,17 +192,27 @@ class AutoGP(Method):
         generators: draws.Generators,
     ):
         super().__init__(x_train, y_train, kernel, likelihood, config, generators)
-        self.learn_hyperparameters(config.online_hyperparameters)
-        inducing_inputs = kmeans_centres(x_train, config.M, generators)
+        latents = likelihood.latent_dim
+        self.per_latent = config.latent_priors == "per_latent" and latents > 1  # Q > 1 kernels and Zs
+        inducing_inputs = kmeans_centres(x_train, config.M, generators)  # [*batch, M, D]
         batch_shape = inducing_inputs.shape[:-2]
-        shape = (*batch_shape, config.components, likelihood.latent_dim, inducing_inputs.shape[-2])  # K, Q, M
-        with torch.no_grad():
-            chol_zz = kernel_scale_tril(kernel, inducing_inputs).unsqueeze(-3).unsqueeze(-3)  # q_k(u_j) = p(u)
-        if config.covariance == "full":
-            raw_scale = raw_of_scale_tril(chol_zz).expand(*shape, shape[-1])
+        if self.per_latent:
+            give_each_latent_its_kernel(kernel, len(batch_shape), latents)
+            inducing_inputs = inducing_inputs.unsqueeze(-3).expand(*batch_shape, latents, -1, -1).clone()
+        self.learn_hyperparameters(config.online_hyperparameters)
+        self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [*batch, M, D] (per latent [*batch, Q, M, D])
+        size = inducing_inputs.shape[-2]
+        shape = (*batch_shape, config.components, latents, size)  # K, Q, M
+        if config.initial_covariance == "prior":
+            with torch.no_grad():
+                chol = self.prior_scale_tril().unsqueeze(-4)  # q_k(u_j) = p(u_j), [*batch, 1, G, M, M]
         else:
-            raw_scale = inverse_positive(chol_zz.diagonal(dim1=-2, dim2=-1)).expand(shape)
-        self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [*batch, M, D]
+            chol = torch.eye(size, dtype=inducing_inputs.dtype, device=inducing_inputs.device)  # S = I
+        chol = chol.expand(*shape, size)
+        if config.covariance == "full":
+            raw_scale = raw_of_scale_tril(chol)
+        else:
+            raw_scale = inverse_positive(chol.diagonal(dim1=-2, dim2=-1))
         self.raw_weights = nn.Parameter(inducing_inputs.new_zeros(shape[:-2]),  # pi = softmax, [*batch, K]
                                         requires_grad=config.components > 1)  # K = 1: pi = 1, nothing to train
         self.q_mean = nn.Parameter(inducing_inputs.new_zeros(shape))  # m, [*batch, K, Q, M]
@@ -171,16 +235,28 @@ class AutoGP(Method):
             return scale_tril(self.raw_q_scale)
         return torch.diag_embed(positive(self.raw_q_scale))
 
+    def with_group_axis(self, prior: Tensor, dim: int) -> Tensor:
+        """A tensor of the prior with its group axis G at ``dim``: per latent it has one (Q), shared none (1)."""
+        return prior if self.per_latent else prior.unsqueeze(dim)
+
+    def prior_scale_tril(self) -> Tensor:
+        """L_Z ``[*batch, G, M, M]``, L_Z L_Z^T = K_ZZ + w I + jitter: the factor of p(u_j) (eq. 4), w the
+        ``white_noise``."""
+        prior = add_diagonal(self.kernel(self.inducing_inputs), self.config.white_noise)
+        return self.with_group_axis(cholesky(add_jitter(prior)), -3)
+
     def marginals(self, x: Tensor, detach_q: bool = False, chol_zz: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Means b and variances sigma^2 ``[*batch, K, Q, n]`` of q_k(f_j(x)) (eqs. 11-12), q detached if asked;
-        ``chol_zz``: L_Z (``kernel_scale_tril`` at Z) when the caller has it.
+        ``chol_zz``: ``prior_scale_tril()`` when the caller has it.
 
-        With a = K_ZZ^-1 K_Zx = L^-T P, P = L^-1 K_Zx: b = a^T m, sigma^2 = k_xx - |P|^2 + a^T S a.
+        With a = K_ZZ^-1 K_Zx = L^-T P, P = L^-1 K_Zx: b = a^T m, sigma^2 = k_xx + w - |P|^2 + a^T S a.
         """
-        chol_zz = kernel_scale_tril(self.kernel, self.inducing_inputs) if chol_zz is None else chol_zz
-        projection = torch.linalg.solve_triangular(chol_zz, self.kernel(self.inducing_inputs, x), upper=False)
-        a = torch.linalg.solve_triangular(chol_zz.mT, projection, upper=True)  # K_ZZ^-1 K_Zx, [*batch, M, n]
-        a = a[..., None, None, :, :]  # [*batch, 1, 1, M, n]: for every component and latent
+        chol_zz = self.prior_scale_tril() if chol_zz is None else chol_zz
+        inputs = x.unsqueeze(-3) if self.per_latent else x  # [*batch, 1, n, D]: for every latent's kernel
+        cross = self.with_group_axis(self.kernel(self.inducing_inputs, inputs), -3)  # K_Zx, [*batch, G, M, n]
+        projection = torch.linalg.solve_triangular(chol_zz, cross, upper=False)
+        a = torch.linalg.solve_triangular(chol_zz.mT, projection, upper=True)  # K_ZZ^-1 K_Zx, [*batch, G, M, n]
+        a = a.unsqueeze(-4)  # [*batch, 1, G, M, n]: for every component
         q_mean, raw_scale = self.q_mean, self.raw_q_scale
         if detach_q:
             q_mean, raw_scale = q_mean.detach(), raw_scale.detach()
@@ -189,8 +265,9 @@ class AutoGP(Method):
             quadratic = (scale_tril(raw_scale).mT @ a).square().sum(-2)  # |L^T a|^2
         else:
             quadratic = (positive(raw_scale).square().unsqueeze(-1) * a.square()).sum(-2)
-        conditional = self.kernel(x, diag=True) - projection.square().sum(-2)  # [K~]_nn, [*batch, n]
-        return mean, conditional[..., None, None, :] + quadratic
+        prior_var = self.with_group_axis(self.kernel(inputs, diag=True), -2) + self.config.white_noise  # [*batch, G, n]
+        conditional = prior_var - projection.square().sum(-2)  # [K~]_nn
+        return mean, conditional.unsqueeze(-3) + quadratic
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The moment-matched marginals of the mixture q(f(x)): mean sum_k pi_k b_k and variance
@@ -209,9 +286,7 @@ class AutoGP(Method):
         """KL[q(u) || p(u)] ``[*batch]``, p(u) = prod_j N(0, K_ZZ) (eq. 4): exact for K = 1, else the upper
         bound sum_k pi_k sum_j E_{q_kj}[-log N(u_j; 0, K_ZZ)] - ``mixture_entropy_bound``; ``chol_zz`` as
         ``marginals``."""
-        if chol_zz is None:
-            chol_zz = kernel_scale_tril(self.kernel, self.inducing_inputs)
-        chol_zz = chol_zz[..., None, None, :, :]
+        chol_zz = (self.prior_scale_tril() if chol_zz is None else chol_zz).unsqueeze(-4)  # [*batch, 1, G, M, M]
         scale, weights = self.q_scale_tril, self.weights
         cross = cross_entropy(self.q_mean, scale, torch.zeros_like(self.q_mean), chol_zz)  # [*batch, K, Q]
         cross = (weights.unsqueeze(-1) * cross).sum((-2, -1))
@@ -221,7 +296,7 @@ class AutoGP(Method):
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         loo = is_loo_step(step, self.config.variational_phase, self.config.loo_phase)
-        chol_zz = kernel_scale_tril(self.kernel, self.inducing_inputs)  # once per step, for the marginals and the KL
+        chol_zz = self.prior_scale_tril()  # once per step, for the marginals and the KL
         mean, var = self.marginals(x_batch, detach_q=loo, chol_zz=chol_zz)
         data_scale = self.config.n_train / y_batch.shape[-1]  # N/n: both objectives on the full data's scale
         if loo:

@@ -89,6 +89,49 @@ def test_classification_targets_are_not_standardized():
     assert split.y_mean == 0.0 and split.y_std == 1.0
 
 
+def pixel_table() -> Table:
+    """12 "images" of 4 pixels in [-1, 1], pixel 3 constant (an MNIST border), 3 classes; rows 10-11 the test set."""
+    rng = np.random.default_rng(1)
+    x = (rng.integers(0, 256, size=(12, 4)) / 127.5 - 1).astype(np.float32)
+    x[:, 3] = -1.0
+    return Table(x=x, y=np.arange(12) % 3, test_mask=np.arange(12) >= 10)
+
+
+def test_standardize_inputs_standardizes_each_pixel_with_the_training_images():
+    """The AutoGP authors' per-pixel standardization: zero mean and unit variance per pixel on the training
+    rows, a constant pixel centred and not divided by 0, the test rows by the training statistics, the
+    labels untouched, float32 kept; off, the pixels are as read."""
+    table, train, test = pixel_table(), np.arange(10), np.arange(10, 12)
+    split = make_split(table, train, test, standardize=False, info={}, standardize_inputs=True)
+    np.testing.assert_allclose(split.x_train[:, :3].mean(0), 0.0, atol=1e-6)
+    np.testing.assert_allclose(split.x_train[:, :3].std(0), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(split.x_train[:, 3], 0.0)  # centred: -1 - (-1), not divided by a zero std
+    assert split.x_std[3] == 1.0 and split.x_mean[3] == -1.0
+    mean, std = table.x[train].mean(0), table.x[train].std(0)
+    np.testing.assert_allclose(split.x_test[:, :3], (table.x[test, :3] - mean[:3]) / std[:3], rtol=1e-5)
+    assert not np.allclose(split.x_test[:, :3], (table.x[test, :3] - table.x[test, :3].mean(0)), atol=1e-3)
+    np.testing.assert_array_equal(split.y_train, table.y[train])
+    assert split.y_mean == 0.0 and split.y_std == 1.0 and split.x_train.dtype == np.float32
+    as_read = make_split(table, train, test, standardize=False, info={})
+    np.testing.assert_array_equal(as_read.x_train, table.x[train])
+
+
+def test_standardize_inputs_reaches_the_split_file_from_the_config(tmp_path, study_config):
+    from gpstudy.config import data_plan, merge
+    from gpstudy.data import get_dataset, prepare_split, save_table
+
+    save_table(tmp_path / "table.npz", pixel_table())
+    config = copy.deepcopy(study_config)
+    assert not data_plan(config, "mnist").standardize_inputs  # config.yaml: the paper's "no pre-processing"
+    merge(config, {"dataset_options": {"mnist": {"standardize_inputs": True}}})
+    plan = data_plan(config, "mnist")
+    prepare_split(get_dataset("mnist"), "given", 0, tmp_path / "table.npz", tmp_path / "files.json",
+                  tmp_path / "split.npz", **plan.split_options())
+    split = load_split(tmp_path / "split.npz")
+    np.testing.assert_allclose(split.x_train[:, :3].std(0), 1.0, rtol=1e-5)
+    assert split.info["standardize_inputs"] is True
+
+
 INFO = {"dataset": "mine", "protocol": "random", "split": 0}
 
 

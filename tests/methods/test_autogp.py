@@ -17,8 +17,13 @@ from gpstudy.methods.autogp import (AutoGP, expected_log_prob, is_loo_step, leav
 
 DTYPE = settings.DEFAULT_DTYPE
 N, D, M = 20, 2, 5
+# q(u) starting at p(u), one kernel and Z for every latent, no white term: what the tests below compare with
+# closed forms and SVGP; the options of the authors' code have tests of their own at the end
 OPTIONS = {"components": 1, "covariance": "full", "samples": 100, "variational_phase": 2, "loo_phase": 0,
-           "online_hyperparameters": True}
+           "online_hyperparameters": True, "latent_priors": "shared", "initial_covariance": "prior", "white_noise": 0.0}
+
+
+AUTHORS = {"latent_priors": "per_latent", "initial_covariance": "identity", "white_noise": 0.01}  # config.yaml's
 
 
 @pytest.fixture
@@ -281,13 +286,14 @@ def test_every_likelihood_trains(likelihood_name, data):
     assert losses[-1] < losses[0]
 
 
-@pytest.mark.parametrize("likelihood_name", ["gaussian", "softmax"])
-def test_a_batch_of_splits_equals_each_split_alone(likelihood_name):
+@pytest.mark.parametrize("likelihood_name, authors", [("gaussian", False), ("softmax", False), ("softmax", True)])
+def test_a_batch_of_splits_equals_each_split_alone(likelihood_name, authors):
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(2, N, D, generator=generator, dtype=DTYPE)
     y = labels(likelihood_name, torch.sin(2 * x[..., 0]))
     likelihood = GaussianLikelihood(0.1, batch_shape=(2,)) if likelihood_name == "gaussian" else Softmax(3)
-    options = {"components": 2, "covariance": "diagonal", "variational_phase": 1, "loo_phase": 1}
+    options = {"components": 2, "covariance": "diagonal", "variational_phase": 1, "loo_phase": 1,
+               **(AUTHORS if authors else {})}
     batched = build(x, y, likelihood, seed=10, batch_shape=(2,), **options)
     x_test = torch.randn(2, 6, D, generator=generator, dtype=DTYPE)
     for split in range(2):
@@ -338,3 +344,106 @@ def test_a_loo_phase_after_an_elbo_phase_steps_as_far_as_with_a_fresh_optimizer(
         train_iteration(fresh, optimizer, sampler, x, y, step, generator_of_fit)
     alone = (torch.cat([p.detach().flatten() for p in fresh.kernel.parameters()]) - start).norm()
     assert 0.5 < shared / alone < 2.0, (float(shared), float(alone))  # seen 0.75; 0.44 with the LOO unscaled
+
+
+# The options of the authors' MNIST code (the module's docstring): each test fails if its option is ignored.
+
+def test_per_latent_priors_give_each_class_its_kernel_and_z(data):
+    """Three classes: three lengthscale sets and three copies of the k-means Z, each trained by its own
+    gradient; one latent (Q = 1) keeps one kernel and one Z, as ``shared`` does; a kernel that already
+    has a latent dimension is refused."""
+    x, y = data
+    method = build(x, labels("softmax", y), Softmax(3), latent_priors="per_latent")
+    shared = build(x, labels("softmax", y), Softmax(3))
+    assert method.kernel.lengthscale.shape == (3, D) and method.kernel.variance.shape == (3,)
+    assert method.inducing_inputs.shape == (3, M, D)
+    for latent in range(3):
+        torch.testing.assert_close(method.inducing_inputs[latent], shared.inducing_inputs)  # the code tiles Z
+        torch.testing.assert_close(method.kernel.lengthscale[latent], shared.kernel.lengthscale)
+    method.loss(x, labels("softmax", y), 1, torch.Generator().manual_seed(1)).backward()
+    for parameter in (method.kernel.raw_lengthscale, method.inducing_inputs):
+        grads = parameter.grad.flatten(1)
+        assert (grads[0] - grads[1]).abs().max() > 1e-3 * grads.abs().max()  # not one set repeated
+    one = build(x, y, latent_priors="per_latent")
+    assert one.kernel.lengthscale.shape == (D,) and one.inducing_inputs.shape == (M, D)
+    with pytest.raises(ValueError, match="already has one set of hyperparameters per latent"):
+        AutoGP(x, labels("softmax", y), method.kernel, Softmax(3), method.config, torch.Generator().manual_seed(0))
+
+
+def test_per_latent_elbo_is_the_classes_terms_computed_separately(data):
+    """With a kernel and Z per class (K = 1), each class's marginals and KL are those of a one-latent AutoGP
+    with that class's kernel, Z and q; the loss is the softmax's Monte Carlo term on those marginals (the
+    same draws) minus the sum of the classes' KLs. A shared kernel or Z fails it: every class's differ."""
+    x, y = data
+    targets, classes, n = labels("softmax", y), 3, 8
+    method = build(x, targets, Softmax(classes), latent_priors="per_latent", white_noise=0.01)
+    generator = torch.Generator().manual_seed(8)
+    with torch.no_grad():
+        method.kernel.raw_lengthscale.add_(0.5 * torch.randn(classes, D, generator=generator, dtype=DTYPE))
+        method.kernel.raw_variance.add_(0.3 * torch.randn(classes, generator=generator, dtype=DTYPE))
+        method.inducing_inputs.add_(0.3 * torch.randn(classes, M, D, generator=generator, dtype=DTYPE))
+        method.q_mean.copy_(torch.randn(1, classes, M, generator=generator, dtype=DTYPE))
+        method.raw_q_scale.add_(0.3 * torch.randn(1, classes, M, M, generator=generator, dtype=DTYPE))
+        means, variances, kl = [], [], 0.0
+        for c in range(classes):
+            kernel = RBF(D, lengthscale=method.kernel.lengthscale[c], variance=method.kernel.variance[c])
+            alone = AutoGP(x, y, kernel, GaussianLikelihood(0.1), method.config, torch.Generator().manual_seed(0))
+            alone.inducing_inputs.copy_(method.inducing_inputs[c])
+            alone.q_mean.copy_(method.q_mean[:, c:c + 1])
+            alone.raw_q_scale.copy_(method.raw_q_scale[:, c:c + 1])
+            mean, var = alone.marginals(x[:n])  # [K, 1, n]
+            means.append(mean), variances.append(var)
+            kl = kl + alone.kl_divergence()
+        mean, var = torch.cat(means, -2), torch.cat(variances, -2)
+        for got, expected in zip(method.marginals(x[:n]), (mean, var)):
+            torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(method.kl_divergence(), kl)
+        expected = expected_log_prob(method.likelihood, targets[:n], method.weights, mean, var, method.config.samples,
+                                     torch.Generator().manual_seed(9)).sum()
+        loss = method.loss(x[:n], targets[:n], 1, torch.Generator().manual_seed(9))
+        torch.testing.assert_close(loss, -(N / n * expected - kl))
+
+
+@pytest.mark.parametrize("covariance", ["full", "diagonal"])
+def test_identity_initial_covariance_starts_q_at_zero_mean_and_unit_covariance(data, covariance):
+    """m = 0 and S = I for every component and class at iteration 0 (appendix D.1); ``prior``: S = K_ZZ + w I."""
+    x, y = data
+    targets = labels("softmax", y)
+    method = build(x, targets, Softmax(3), components=2, covariance=covariance, **AUTHORS)
+    torch.testing.assert_close(method.q_mean, torch.zeros(2, 3, M, dtype=DTYPE))
+    torch.testing.assert_close(method.q_scale_tril, torch.eye(M, dtype=DTYPE).expand(2, 3, M, M))
+    prior = build(x, targets, Softmax(3), components=2, covariance="full", **{**AUTHORS, "initial_covariance": "prior"})
+    with torch.no_grad():
+        covariance_zz = prior.kernel(prior.inducing_inputs) + (0.01 + settings.JITTER) * torch.eye(M, dtype=DTYPE)
+    q_covariance = prior.q_scale_tril @ prior.q_scale_tril.mT
+    torch.testing.assert_close(q_covariance, covariance_zz.expand(2, 3, M, M))
+
+
+def test_white_noise_enters_k_zz_and_k_xx_not_k_zx(data):
+    """w = 0.01 as the authors' RBF adds it: p(u) = N(0, K_ZZ + w I) and sigma^2 = k_xx + w - k_xZ C^-1 k_Zx
+    + a^T S a with C = K_ZZ + w I, a = C^-1 k_Zx, K_Zx without w; at q(u) = p(u) the predictive variance is
+    k(x, x) + w. Against the formula written out, and not 2w or 0."""
+    x, y = data
+    white = 0.01
+    method = build(x, y, white_noise=white)
+    generator = torch.Generator().manual_seed(4)
+    x_test = torch.randn(7, D, generator=generator, dtype=DTYPE)
+    with torch.no_grad():
+        torch.testing.assert_close(method.predict_f(x_test)[1], method.kernel(x_test, diag=True) + white)
+        method.q_mean.copy_(torch.randn(1, 1, M, generator=generator, dtype=DTYPE))
+        method.raw_q_scale.add_(0.3 * torch.randn(1, 1, M, M, generator=generator, dtype=DTYPE))
+        z, kernel = method.inducing_inputs, method.kernel
+        scale = method.q_scale_tril[0, 0]
+
+        def written_out(w: float) -> tuple[torch.Tensor, torch.Tensor]:
+            prior = kernel(z) + (w + settings.JITTER) * torch.eye(M, dtype=DTYPE)
+            a = torch.linalg.solve(prior, kernel(z, x_test))  # [M, n]
+            var = kernel(x_test, diag=True) + w - (kernel(z, x_test) * a).sum(0) + ((scale.mT @ a) ** 2).sum(0)
+            return a.mT @ method.q_mean[0, 0], var
+
+        for got, expected in zip(method.predict_f(x_test), written_out(white)):
+            torch.testing.assert_close(got, expected)
+        for wrong in (0.0, 2 * white):
+            assert (method.predict_f(x_test)[1] - written_out(wrong)[1]).abs().max() > 1e-3
+        torch.testing.assert_close(method.prior_scale_tril()[0] @ method.prior_scale_tril()[0].mT,
+                                   kernel(z) + (white + settings.JITTER) * torch.eye(M, dtype=DTYPE))
