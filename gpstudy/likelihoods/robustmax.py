@@ -36,6 +36,7 @@ class RobustMax(Likelihood):
     """
 
     task: ClassVar[str] = "classification"
+    several_latents: ClassVar[bool] = True  # one latent function per class
     options_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {

@@ -30,6 +30,7 @@ class Softmax(Likelihood):
     """
 
     task: ClassVar[str] = "classification"
+    several_latents: ClassVar[bool] = True  # one latent function per class
     options_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {

@@ -11,9 +11,9 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy.gaussian import (cholesky, cross_entropy, entropy, inverse_positive, kernel_scale_tril, log_density,
                               positive, raw_of_scale_tril, scale_tril)
-from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import GaussianLikelihood, Likelihood
+from gpstudy.likelihoods import Likelihood
 from gpstudy.methods.base import Method, MethodConfig
+from gpstudy.methods.problem import Problem
 from gpstudy.methods.svgp import kmeans_centres
 
 
@@ -128,22 +128,14 @@ class AutoGP(Method):
         # samples of it give no gradient
         return ("gaussian", "bernoulli", "softmax")
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+    def __init__(self, problem: Problem, config: MethodConfig):
+        super().__init__(problem, config)
         self.learn_hyperparameters(config.online_hyperparameters)
-        inducing_inputs = kmeans_centres(x_train, config.M, generators)
+        inducing_inputs = kmeans_centres(problem.x_train, config.M, problem.generators)
         batch_shape = inducing_inputs.shape[:-2]
-        shape = (*batch_shape, config.components, likelihood.latent_dim, inducing_inputs.shape[-2])  # K, Q, M
+        shape = (*batch_shape, config.components, self.likelihood.latent_dim, inducing_inputs.shape[-2])  # K, Q, M
         with torch.no_grad():
-            chol_zz = kernel_scale_tril(kernel, inducing_inputs).unsqueeze(-3).unsqueeze(-3)  # q_k(u_j) = p(u)
+            chol_zz = kernel_scale_tril(self.kernel, inducing_inputs).unsqueeze(-3).unsqueeze(-3)  # q_k(u_j) = p(u)
         if config.covariance == "full":
             raw_scale = raw_of_scale_tril(chol_zz).expand(*shape, shape[-1])
         else:

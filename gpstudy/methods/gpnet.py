@@ -9,9 +9,9 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import cholesky, kl_divergence, tempered_prior, tempered_target
-from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
-from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo
+from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo, gaussian_likelihood
+from gpstudy.methods.problem import Problem
 
 
 BETA_SCHEDULES = {  # the time in beta_t = beta0 / (1 + xi sqrt(time)) at iteration t = 1, 2, ...
@@ -117,18 +117,12 @@ class GPNet(InferenceNetworkMethod):
         "objective": {"enum": sorted(OBJECTIVES), "description": "conjugate (eq. 8-11) | elbo (section 3.2)"},
     }
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
+    def __init__(self, problem: Problem, config: MethodConfig):
         if config.objective not in OBJECTIVES:
             raise ValueError(f"unknown GPNet objective {config.objective!r}; known: {sorted(OBJECTIVES)}")
-        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+        if config.objective == "conjugate":  # its closed-form target holds the noise variance
+            gaussian_likelihood(problem.likelihood, f"method {self.name!r} with objective 'conjugate'")
+        super().__init__(problem, config)
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:

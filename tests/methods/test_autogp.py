@@ -11,7 +11,7 @@ from gpstudy import settings
 from gpstudy.gaussian import add_jitter, cholesky, entropy, inverse_positive, kl_to_standard_normal, log_density
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
-from gpstudy.methods import SVGP, MethodConfig
+from gpstudy.methods import SVGP, MethodConfig, Problem
 from gpstudy.methods.autogp import (AutoGP, expected_log_prob, is_loo_step, leave_one_out,
                                     mixture_entropy_bound)
 
@@ -34,7 +34,7 @@ def build(x: torch.Tensor, y: torch.Tensor, likelihood=None, seed: int = 0, batc
     config = MethodConfig(M=M, n_train=x.shape[-2], options={**OPTIONS, **options})
     generators = torch.Generator().manual_seed(seed) if not batch_shape else [
         torch.Generator().manual_seed(seed + s) for s in range(batch_shape[0])]
-    return AutoGP(x, y, kernel, likelihood, config, generators)
+    return AutoGP(Problem(x, y, kernel, likelihood, generators), config)
 
 
 def labels(likelihood_name: str, y: torch.Tensor) -> torch.Tensor:
@@ -126,12 +126,12 @@ def test_one_component_matches_svgp(data):
     """K = 1: predictions and KL equal SVGP's (whitened) exactly; the loss within 4 Monte Carlo errors."""
     x, y = data
     kernel, likelihood = RBF(D, lengthscale=[0.8, 1.2], variance=1.1), GaussianLikelihood(0.1)
-    svgp = SVGP(x, y, kernel, likelihood, MethodConfig(M, N, {"online_hyperparameters": True, "inducing_init": "kmeans",
-                                                                "learn_inducing_inputs": True}),
-                torch.Generator().manual_seed(0))
+    svgp = SVGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0)),
+                MethodConfig(M, N, {"online_hyperparameters": True, "inducing_init": "kmeans",
+                                    "learn_inducing_inputs": True}))
     samples = 20_000
-    method = AutoGP(x, y, kernel, likelihood, MethodConfig(M, N, {**OPTIONS, "samples": samples}),
-                    torch.Generator().manual_seed(0))
+    method = AutoGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0)),
+                    MethodConfig(M, N, {**OPTIONS, "samples": samples}))
     generator = torch.Generator().manual_seed(3)
     with torch.no_grad():
         svgp.q_mean.copy_(torch.randn(M, generator=generator, dtype=DTYPE))

@@ -9,7 +9,7 @@ import torch
 from gpstudy import settings
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import METHODS, Method, MethodConfig, build_method
+from gpstudy.methods import METHODS, Method, MethodConfig, Problem, build_method
 from gpstudy.optim import optimizer_step
 
 DTYPE = settings.DEFAULT_DTYPE
@@ -29,7 +29,7 @@ def make(method_config, name: str, data, seed: int = 0, n_train: int = N) -> Met
     x, y = data
     config = method_config(name, 6, n_train, **{k: v for k, v in OPTIONS.items() if k in METHODS[name].options_schema})
     kernel, likelihood = RBF(D, lengthscale=[0.8, 1.2], variance=1.1), GaussianLikelihood(0.1)
-    return build_method(name, x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
+    return build_method(name, Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(seed)), config)
 
 
 def train(method: Method, data, steps: range, optimizer: torch.optim.Optimizer, generator) -> list[float]:
@@ -51,7 +51,8 @@ def test_every_method_is_registered_under_its_name_with_its_defaults_in_the_conf
 
 def test_unknown_method_names_the_known_ones(data):
     with pytest.raises(ValueError, match="autogp, exact, fbnn, gpnet, odvgp, svgp"):
-        build_method("vfe", *data, RBF(D), GaussianLikelihood(0.1), MethodConfig(M=6, n_train=N), torch.Generator())
+        build_method("vfe", Problem(*data, RBF(D), GaussianLikelihood(0.1), torch.Generator()),
+                     MethodConfig(M=6, n_train=N))
 
 
 def test_config_n_train_must_match_the_data(data, method_config):
