@@ -1,5 +1,8 @@
 """Inference methods behind one interface, found by name in ``METHODS``."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from gpstudy.methods.autogp import AutoGP
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.exact_gp import ExactGP
@@ -19,5 +22,30 @@ def build_method(name: str, problem: Problem, config: MethodConfig) -> Method:
     return METHODS[name](problem, config)
 
 
+def pairing_problems(method: str, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any],
+                     likelihood: str) -> list[str]:
+    """What keeps method ``method`` (of ``METHODS``) with its ``options`` from training with kernel ``kernel``
+    (of ``gpstudy.kernels.KERNELS``) built with ``kernel_options`` and likelihood ``likelihood`` (of
+    ``gpstudy.likelihoods.LIKELIHOODS``), each problem naming both sides; [] where they fit.
+
+    What the method declares it needs: options that fit together and the likelihood (``check_options``:
+    e.g. a likelihood of several latents needs a network with several), a likelihood it supports
+    (``supported_likelihoods``) and a kernel it can use (``kernel_problems``: e.g. an RFE network needs
+    a kernel with a random-feature map). Validation asks this of every planned job before any runs
+    (``RunSettings.check``). ``options`` and ``kernel_options`` must be valid by their schemas.
+    """
+    declared = METHODS[method]
+    problems = []
+    try:
+        declared.check_options(options, likelihood)
+    except ValueError as error:
+        problems.append(f"options of method {method!r}: {error}")
+    supported = declared.supported_likelihoods(options)
+    if likelihood not in supported:
+        problems.append(f"method {method!r} (with these options) cannot train with likelihood {likelihood!r}; "
+                        f"it supports {', '.join(supported)}")
+    return problems + declared.kernel_problems(options, kernel, kernel_options)
+
+
 __all__ = ["FBNN", "GPNet", "METHODS", "ODVGP", "SVGP", "AutoGP", "ExactGP", "Method", "MethodConfig", "Problem",
-           "build_method"]
+           "build_method", "pairing_problems"]

@@ -64,6 +64,12 @@ class Method(nn.Module):
         """Raise ``ValueError`` where ``options``, each valid by ``options_schema``, do not fit together or
         with ``likelihood`` (a name in ``LIKELIHOODS``) for a reason worth naming; nothing by default."""
 
+    @classmethod
+    def kernel_problems(cls, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any]) -> list[str]:
+        """What the method with ``options`` needs of kernel ``kernel`` (a name in ``gpstudy.kernels.KERNELS``)
+        built with ``kernel_options`` and does not get, each naming both sides; none by default."""
+        return []
+
     def __init__(self, problem: Problem, config: MethodConfig):
         super().__init__()
         if config.n_train != problem.x_train.shape[-2]:
@@ -225,6 +231,18 @@ class InferenceNetworkMethod(Method):
             several = ", ".join(name for name, net in NETWORKS.items() if net.several_latents)
             raise ValueError(f"network {network.name!r} outputs one latent function, but likelihood {likelihood!r} "
                              f"has one per class; choose a network with several latents: {several}")
+
+    @classmethod
+    def kernel_problems(cls, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any]) -> list[str]:
+        """What the chosen network needs of the kernel (``InferenceNetwork.kernel_problem``), with the
+        networks that could start from this kernel instead."""
+        network = NETWORKS[options["network"]]
+        problem = network.kernel_problem(kernel, kernel_options, options["network_options"])
+        if problem is None:
+            return []
+        others = [name for name, other in NETWORKS.items() if other.kernel_problem(kernel, kernel_options, {}) is None]
+        instead = f" or network: {' | '.join(others)}" if others else ""
+        return [f"method {cls.name!r} with network {network.name!r}: {problem}{instead}"]
 
     @property
     def predict_chunk(self) -> int:

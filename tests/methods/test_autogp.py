@@ -259,7 +259,7 @@ def test_kl_bound_of_a_mixture(data):
         assert method.kl_divergence() > kl - 4 * standard_error
 
 
-@pytest.mark.parametrize("likelihood_name", ["gaussian", "bernoulli", "softmax"])
+@pytest.mark.parametrize("likelihood_name", AutoGP.supported_likelihoods(OPTIONS))
 def test_every_likelihood_trains(likelihood_name, data):
     x, y = data
     likelihood = make_likelihood(likelihood_name)

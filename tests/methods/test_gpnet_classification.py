@@ -12,7 +12,7 @@ from gpstudy import settings
 from gpstudy.gaussian import add_jitter, tempered_prior
 from gpstudy.kernels import RBF
 from gpstudy.kernels.cnngp import CNNGP
-from gpstudy.likelihoods import Bernoulli, GaussianLikelihood, Softmax
+from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
 from gpstudy.methods import FBNN, GPNet, Problem
 from gpstudy.metrics import task_metrics
 from gpstudy.training.fit import fit
@@ -175,7 +175,7 @@ def test_one_latent_ntk_has_no_class_dimension(data, method_config):
     assert method.predict_f(x[:5])[0].shape == (5,)
 
 
-@pytest.mark.parametrize("several", ["softmax", "robustmax"])  # the likelihoods of one latent per class
+@pytest.mark.parametrize("several", [name for name, likelihood in LIKELIHOODS.items() if likelihood.several_latents])
 def test_supported_likelihoods_follow_the_network_and_objective(study_config, several):
     options = dict(study_config["methods"]["gpnet"])
     assert several not in GPNet.supported_likelihoods(options | {"objective": "elbo"})  # rfe

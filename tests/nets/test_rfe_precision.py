@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpstudy.methods import Problem, build_method
+from gpstudy.methods import METHODS, Problem, build_method
+from gpstudy.methods.base import InferenceNetworkMethod
 from gpstudy.metrics import task_metrics
 from gpstudy.nets import RFE
 from gpstudy.training import fit
@@ -95,7 +96,7 @@ def test_mixed_fbnn_gradient_is_float64_s_to_float32_rounding(shared_data, setti
     assert (mixed - exact).norm() <= 1e-5 * exact.norm()
 
 
-@pytest.mark.parametrize("method", ["gpnet", "fbnn"])
+@pytest.mark.parametrize("method", [name for name, method in METHODS.items() if issubclass(method, InferenceNetworkMethod)])
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_mixed_precision_gives_float64_metrics(shared_data, settings_for, method, dataset):
     rows = uci_rows(shared_data, dataset)
