@@ -55,6 +55,22 @@ class Likelihood(nn.Module):
         raise NotImplementedError
 
 
+class MultiClassLikelihood(Likelihood):
+    """A likelihood of labels y in {0, ..., C - 1} with one latent function per class, C = ``classes``."""
+
+    task: ClassVar[str] = "classification"
+    several_latents: ClassVar[bool] = True
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.classes = classes
+
+    @property
+    def latent_dim(self) -> int:
+        """C, one latent function per class."""
+        return self.classes
+
+
 def normal_quadrature(points: int, like: Tensor) -> tuple[Tensor, Tensor]:
     """Gauss-Hermite nodes z_i and weights w_i ``[points]`` (dtype and device of ``like``) with
     E_{N(0, 1)} g(z) ~ sum_i w_i g(z_i); the weights sum to 1. Made once per size, dtype and device: a
