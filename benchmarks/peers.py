@@ -49,7 +49,7 @@ from gpstudy.config import load_config
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.memory import keep_freed_memory
-from gpstudy.methods import Method, build_method
+from gpstudy.methods import Method, Problem, build_method
 from gpstudy.training import run_settings
 
 D, LR, NOISE_STD, WARMUP = 8, 0.003, 0.1, 5
@@ -94,7 +94,8 @@ def build_ours(x: Tensor, y: Tensor, M: int) -> Method:
     """gpstudy's SVGP with its default kernel and noise; inducing points at k-means centres."""
     kernel, likelihood = RBF(D, dtype=x.dtype).to(x.device), GaussianLikelihood(dtype=x.dtype).to(x.device)
     config = run_settings(STUDY, None, method="svgp", M=M).method_config(x.shape[0])
-    return build_method("svgp", x, y, kernel, likelihood, config, torch.Generator().manual_seed(0)).to(x.device)
+    problem = Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0))
+    return build_method("svgp", problem, config).to(x.device)
 
 
 def build_peer(ours: Method) -> tuple[PeerSVGP, gpytorch.likelihoods.GaussianLikelihood]:

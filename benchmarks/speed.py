@@ -29,7 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 from gpstudy.config import load_config
 from gpstudy.device_check import matmul_rate
 from gpstudy.memory import keep_freed_memory
-from gpstudy.methods import build_method
+from gpstudy.methods import Problem, build_method
 from gpstudy.training import fit, run_settings
 from gpstudy.training.settings import DTYPES
 
@@ -87,7 +87,8 @@ def build(method_name: str, M: int, n: int, splits: int, device: torch.device, d
     likelihood = settings.build_likelihood((splits,)).to(device)
     network = {"hidden_units": HIDDEN, "measurement": "train"} if "hidden_units" in settings.options else {}
     config = replace(settings, options={**settings.options, **network}).method_config(n)
-    return build_method(settings.method, x, y, kernel, likelihood, config, generators).to(device), x, y, generators
+    method = build_method(settings.method, Problem(x, y, kernel, likelihood, generators), config).to(device)
+    return method, x, y, generators
 
 
 def measure(method_name: str, M: int, n: int, splits: int, iterations: int, device: torch.device,

@@ -2,23 +2,30 @@
 
 import functools
 import http.server
+import itertools
 import threading
 from pathlib import Path
 
 import pytest
 
 from gpstudy.config import load_config
+from gpstudy.kernels import KERNELS, feature_map_problem
 from gpstudy.methods import MethodConfig
 from gpstudy.training import RunSettings, run_settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def enumerated_options(name: str) -> list[dict]:
+    """Kernel ``name``'s options at every combination of the values its schema enumerates (arccos: each
+    degree), the rest at their defaults."""
+    enums = {key: spec["enum"] for key, spec in KERNELS[name].options_schema["properties"].items() if "enum" in spec}
+    return [dict(zip(enums, values)) for values in itertools.product(*enums.values())]
+
+
 KERNELS_WITH_FEATURES = {  # every kernel with a random-feature map: test id -> (registry name, options)
-    "rbf": ("rbf", {}),
-    "matern32": ("matern32", {}),
-    "matern52": ("matern52", {}),
-    "arccos0": ("arccos", {"degree": 0}),
-    "arccos1": ("arccos", {"degree": 1}),
-    "arccos2": ("arccos", {"degree": 2}),
+    name + "".join(str(value) for value in options.values()): (name, options)
+    for name in KERNELS for options in enumerated_options(name) if feature_map_problem(name, options) is None
 }
 
 

@@ -162,6 +162,19 @@ def test_settings_that_do_not_fit_name_the_run(changes, message):
         validate_config(with_nested(**changes))
 
 
+def test_a_kernel_without_random_features_beside_the_rfe_network_is_refused_before_any_job():
+    """Before ``pairing_problems`` these configs validated, and every such gpnet or fbnn job failed when it
+    built its RFE network (ValueError: CNNGP has no random-feature map)."""
+    with pytest.raises(ConfigError, match=r"method 'gpnet': method 'gpnet' with network 'rfe': kernel 'cnngp' with "
+                                          r"options \{\}: CNNGP has no random-feature map; network 'rfe' needs one: "
+                                          r"use a kernel with one \(rbf, .*arccos\) or network: ntk$"):
+        validate_config(with_nested(methods={"gpnet": {"kernel": "cnngp"}}))
+    with pytest.raises(ConfigError, match=r"method 'fbnn' with network 'rfe': kernel 'arccos' with options "
+                                          r"\{'depth': 3\}: ArcCosine of depth 3 has no random-feature map"):
+        validate_config(with_nested(methods={"fbnn": {"kernel": "arccos", "kernel_options": {"depth": 3}}}))
+    validate_config(with_nested(methods={"fbnn": {"kernel": "arccos", "kernel_options": {"depth": 1}}}))
+
+
 def test_a_regression_method_on_a_classification_data_set_fails_before_any_job():
     config = with_nested(datasets=["mnist"], experiments={"images": {"datasets": ["mnist"], "methods": {"exact": [10]}}})
     with pytest.raises(ConfigError, match=r"data set 'mnist', method 'exact': method 'exact' .*cannot train with "

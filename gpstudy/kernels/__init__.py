@@ -1,5 +1,6 @@
 """Covariance functions: base classes owning lengthscales and variance, one small class per kernel."""
 
+from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
@@ -20,6 +21,16 @@ KERNELS: dict[str, type[Kernel]] = {  # every kernel by name; tests enumerate it
     "arccos": ArcCosine,
     "cnngp": CNNGP,
 }
+
+
+def feature_map_problem(name: str, options: Mapping[str, Any]) -> str | None:
+    """Why kernel ``name`` of ``KERNELS`` with ``options`` has no random-feature map (its
+    ``random_features``); None where it has one."""
+    try:
+        KERNELS[name].random_features(options)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def build_kernel(
@@ -45,5 +56,5 @@ def build_kernel(
 
 __all__ = [
     "CNNGP", "KERNELS", "RBF", "ArcCosine", "ArcCosineFeatures", "FeatureMap", "FourierFeatures", "Kernel",
-    "Matern32", "Matern52", "Stationary", "build_kernel",
+    "Matern32", "Matern52", "Stationary", "build_kernel", "feature_map_problem",
 ]

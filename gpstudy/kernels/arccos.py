@@ -1,7 +1,7 @@
 """The multilayer arc-cosine kernel (Cho & Saul, 2009) as AutoGP writes it (Krauth et al., 2017, app. B)."""
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -95,9 +95,15 @@ class ArcCosine(Kernel):
     def K_diag(self, x: Tensor) -> Tensor:  # noqa: N802 (GPflow's name)
         return self.variance[..., None] * self._layers_diag(self._scaled(x).square().sum(-1))[-1]
 
-    def feature_map(self) -> ArcCosineFeatures:
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"degree": self.degree, "depth": self.depth}
+
+    @classmethod
+    def random_features(cls, options: Mapping[str, Any]) -> ArcCosineFeatures:
         """Random features of the depth-1 kernel, omega ~ N(0, I) (Cho & Saul, 2009, eq. 1)."""
-        if self.depth != 1:
-            raise ValueError(f"ArcCosine of depth {self.depth} has no random-feature map: only depth 1 is an "
-                             "expectation over one layer of random weights")
-        return ArcCosineFeatures(self.degree)
+        options = cls.resolved_options(options)
+        if options["depth"] != 1:
+            raise ValueError(f"ArcCosine of depth {options['depth']} has no random-feature map: only depth 1 is "
+                             "an expectation over one layer of random weights")
+        return ArcCosineFeatures(options["degree"])

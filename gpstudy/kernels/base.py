@@ -1,6 +1,7 @@
 """The kernel base classes: ARD lengthscales, variance, positivity, shapes and ``diag``."""
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -15,7 +16,8 @@ class Kernel(nn.Module):
     """A kernel s2 k(x / l, x' / l) with ARD lengthscales l and variance s2.
 
     A subclass implements ``K`` and ``K_diag`` (a stationary one only ``K_r2``: see ``Stationary``)
-    and, where it has random features, ``feature_map``. With a ``batch_shape`` (one kernel per split:
+    and, where it has random features, ``random_features``; one with options of its own gives them
+    back as ``options``. With a ``batch_shape`` (one kernel per split:
     ``(S,)``) every hyperparameter has it as leading dimensions and inputs are ``[*batch_shape, n, D]``.
 
     Args:
@@ -76,9 +78,30 @@ class Kernel(nn.Module):
         """k(x_i, x_i) ``[..., n]``."""
         raise NotImplementedError
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options it was built with (``options_schema``'s keys); none by default."""
+        return {}
+
+    @classmethod
+    def resolved_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` (a config's ``kernel_options``) with the constructor's defaults for those not given."""
+        parameters = inspect.signature(cls.__init__).parameters
+        return {name: options.get(name, parameters[name].default) for name in cls.options_schema["properties"]}
+
+    @classmethod
+    def random_features(cls, options: Mapping[str, Any]) -> FeatureMap:
+        """The random-feature map of this kernel built with ``options`` (a config's ``kernel_options``),
+        whose expected inner product is the kernel: what it declares it has.
+
+        Raises:
+            ValueError: saying why it has none (by default: none at all).
+        """
+        raise ValueError(f"{cls.__name__} has no random-feature map")
+
     def feature_map(self) -> FeatureMap:
-        """The random-feature map whose expected inner product is this kernel."""
-        raise ValueError(f"{type(self).__name__} has no random-feature map")
+        """The random-feature map whose expected inner product is this kernel (``random_features``)."""
+        return self.random_features(self.options)
 
 
 class Stationary(Kernel):

@@ -111,6 +111,11 @@ class CNNGP(Kernel):
         super().__init__(input_dim, lengthscale, variance, dtype, batch_shape)
         self.image_shape, self.blocks, self.patch, self.pairs_per_chunk = image_shape, blocks, patch, pairs_per_chunk
 
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"image_shape": list(self.image_shape), "blocks": self.blocks, "patch": self.patch,
+                "pairs_per_chunk": self.pairs_per_chunk}
+
     def _images(self, x: Tensor) -> Tensor:
         """x / l ``[..., n, D]`` as images ``[..., n, C, H, W]``."""
         return (x / self.lengthscale.unsqueeze(-2)).unflatten(-1, self.image_shape)

@@ -1,6 +1,8 @@
 """The Matern 3/2 and 5/2 kernels with ARD lengthscales (Rasmussen & Williams, eq. 4.17)."""
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -22,7 +24,8 @@ class Matern32(Stationary):
         scaled = math.sqrt(3) * _distance(r2)
         return self.variance[..., None, None] * (1 + scaled) * (-scaled).exp()
 
-    def feature_map(self) -> FourierFeatures:
+    @classmethod
+    def random_features(cls, options: Mapping[str, Any]) -> FourierFeatures:
         """Random Fourier features, omega ~ Student-t with 3 degrees of freedom (R&W eq. 4.15)."""
         return FourierFeatures(degrees_of_freedom=3)
 
@@ -34,6 +37,7 @@ class Matern52(Stationary):
         scaled = math.sqrt(5) * _distance(r2)
         return self.variance[..., None, None] * (1 + scaled + 5 / 3 * r2) * (-scaled).exp()
 
-    def feature_map(self) -> FourierFeatures:
+    @classmethod
+    def random_features(cls, options: Mapping[str, Any]) -> FourierFeatures:
         """Random Fourier features, omega ~ Student-t with 5 degrees of freedom (R&W eq. 4.15)."""
         return FourierFeatures(degrees_of_freedom=5)

@@ -17,7 +17,6 @@ LIKELIHOODS: dict[str, type[Likelihood]] = {  # every likelihood by name; tests 
     "softmax": Softmax,
     "robustmax": RobustMax,
 }
-ONE_LATENT = ("gaussian", "bernoulli")  # the likelihoods of one latent function per point
 
 
 def build_likelihood(name: str, options: dict[str, Any], dtype: torch.dtype = DEFAULT_DTYPE,
@@ -35,5 +34,5 @@ def build_likelihood(name: str, options: dict[str, Any], dtype: torch.dtype = DE
     return LIKELIHOODS[name](**options, dtype=dtype, batch_shape=batch_shape)
 
 
-__all__ = ["LIKELIHOODS", "ONE_LATENT", "Bernoulli", "GaussianLikelihood", "Likelihood", "RobustMax", "Softmax",
+__all__ = ["LIKELIHOODS", "Bernoulli", "GaussianLikelihood", "Likelihood", "RobustMax", "Softmax",
            "build_likelihood"]

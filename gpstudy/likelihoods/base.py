@@ -19,13 +19,15 @@ class Likelihood(nn.Module):
     integrate by Monte Carlo draw through ``gpstudy.generators``: ``generators`` is one
     ``torch.Generator``, or one per split of a batch; closed-form and quadrature likelihoods ignore it.
 
-    A subclass sets ``task``, ``options_schema`` and implements the four maths methods. Its constructor
-    takes its options (keyword arguments matching ``options_schema``) plus ``dtype`` and ``batch_shape``,
-    the way ``build_likelihood`` calls it.
+    A subclass sets ``task``, ``options_schema`` and, where it has one latent per class,
+    ``several_latents``, and implements the four maths methods. Its constructor takes its options
+    (keyword arguments matching ``options_schema``) plus ``dtype`` and ``batch_shape``, the way
+    ``build_likelihood`` calls it.
     """
 
     task: ClassVar[str]  # "regression" or "classification"
     options_schema: ClassVar[dict[str, Any]]  # JSON schema of the constructor's options
+    several_latents: ClassVar[bool] = False  # whether ``latent_dim`` is C > 1 (one latent per class) rather than 1
 
     @property
     def latent_dim(self) -> int:
@@ -51,6 +53,22 @@ class Likelihood(nn.Module):
         """The predictive distribution of y: its moments (regression) or class probabilities
         (classification), see the subclass."""
         raise NotImplementedError
+
+
+class MultiClassLikelihood(Likelihood):
+    """A likelihood of labels y in {0, ..., C - 1} with one latent function per class, C = ``classes``."""
+
+    task: ClassVar[str] = "classification"
+    several_latents: ClassVar[bool] = True
+
+    def __init__(self, classes: int):
+        super().__init__()
+        self.classes = classes
+
+    @property
+    def latent_dim(self) -> int:
+        """C, one latent function per class."""
+        return self.classes
 
 
 def normal_quadrature(points: int, like: Tensor) -> tuple[Tensor, Tensor]:

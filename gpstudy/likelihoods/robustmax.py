@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.likelihoods.base import Likelihood, normal_quadrature
+from gpstudy.likelihoods.base import MultiClassLikelihood, normal_quadrature
 from gpstudy.settings import DEFAULT_DTYPE
 
 EPSILON = 1e-3  # probability of a label other than the arg-max (GPflow's default)
@@ -17,7 +17,7 @@ QUADRATURE_POINTS = 20  # Gauss-Hermite nodes over the label's latent (GPflow's 
                         # 4e-4 (C = 10) where a point's latent stds are within a factor 1.8, 3e-3 within 3.2
 
 
-class RobustMax(Likelihood):
+class RobustMax(MultiClassLikelihood):
     """p(y = c | f) = 1 - epsilon if c = argmax_k f_k, else epsilon / (C - 1); latents f ``[..., C]``.
 
     Invariant to the scale of f. Under independent f_k ~ N(m_k, v_k) everything follows from
@@ -35,7 +35,6 @@ class RobustMax(Likelihood):
         quadrature_points: Gauss-Hermite nodes over f_c.
     """
 
-    task: ClassVar[str] = "classification"
     options_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
@@ -49,15 +48,9 @@ class RobustMax(Likelihood):
 
     def __init__(self, classes: int, epsilon: float = EPSILON, quadrature_points: int = QUADRATURE_POINTS,
                  dtype: torch.dtype = DEFAULT_DTYPE, batch_shape: tuple[int, ...] = ()):
-        super().__init__()
-        self.classes = classes
+        super().__init__(classes)
         self.epsilon = epsilon
         self.quadrature_points = quadrature_points
-
-    @property
-    def latent_dim(self) -> int:
-        """C, one latent function per class."""
-        return self.classes
 
     def _label_probability(self, probability_is_largest: Tensor) -> Tensor:
         """(1 - epsilon) P + epsilon / (C - 1) (1 - P): the probability of a label that is the arg-max with

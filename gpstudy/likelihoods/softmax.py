@@ -7,13 +7,13 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.likelihoods.base import Likelihood
+from gpstudy.likelihoods.base import MultiClassLikelihood
 from gpstudy.settings import DEFAULT_DTYPE
 
 PREDICTIVE_SAMPLES = 100  # Monte Carlo samples per point of the predictive and its log density
 
 
-class Softmax(Likelihood):
+class Softmax(MultiClassLikelihood):
     """p(y = c | f) = exp(f_c) / sum_k exp(f_k), labels y in {0, ..., C - 1}, latents f ``[..., C]``.
 
     Gaussian expectations by Monte Carlo with reparameterized samples f = mean + sqrt(var) eps,
@@ -29,7 +29,6 @@ class Softmax(Likelihood):
         predictive_samples: samples per point and class of the predictive.
     """
 
-    task: ClassVar[str] = "classification"
     options_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
@@ -43,15 +42,9 @@ class Softmax(Likelihood):
 
     def __init__(self, classes: int, num_samples: int = 1, predictive_samples: int = PREDICTIVE_SAMPLES,
                  dtype: torch.dtype = DEFAULT_DTYPE, batch_shape: tuple[int, ...] = ()):
-        super().__init__()
-        self.classes = classes
+        super().__init__(classes)
         self.num_samples = num_samples
         self.predictive_samples = predictive_samples
-
-    @property
-    def latent_dim(self) -> int:
-        """C, one latent function per class."""
-        return self.classes
 
     def log_prob(self, y: Tensor, f: Tensor) -> Tensor:
         """log softmax(f)_y ``[..., n]`` for labels ``[..., n]`` (any dtype) and latents ``[..., n, C]``."""

@@ -1,46 +1,51 @@
 """Inference methods behind one interface, found by name in ``METHODS``."""
 
-from torch import Tensor
+from collections.abc import Mapping
+from typing import Any
 
-from gpstudy import generators as draws
-
-from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.autogp import AutoGP
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.exact_gp import ExactGP
 from gpstudy.methods.fbnn import FBNN
 from gpstudy.methods.gpnet import GPNet
 from gpstudy.methods.odvgp import ODVGP
+from gpstudy.methods.problem import Problem
 from gpstudy.methods.svgp import SVGP
 
 METHODS: dict[str, type[Method]] = {method.name: method for method in (ExactGP, SVGP, GPNet, FBNN, ODVGP, AutoGP)}
 
 
-def build_method(
-    name: str,
-    x_train: Tensor,
-    y_train: Tensor,
-    kernel: Kernel,
-    likelihood: GaussianLikelihood,
-    config: MethodConfig,
-    generators: draws.Generators,
-) -> Method:
-    """The method registered as ``name``, built on the training data.
-
-    Args:
-        name: a key of ``METHODS``: "exact", "svgp", "gpnet", "fbnn", "odvgp" or "autogp".
-        x_train: ``[N, D]``.
-        y_train: ``[N]``.
-        kernel: the prior kernel, already initialized.
-        likelihood: the likelihood, already initialized.
-        config: the method's settings.
-        generators: randomness of the initialization (k-means seed, RFE frequencies and mean): one
-            ``torch.Generator``, or one per split for a batch of splits (``gpstudy.generators``).
-    """
+def build_method(name: str, problem: Problem, config: MethodConfig) -> Method:
+    """The method registered as ``name`` (a key of ``METHODS``), built on ``problem`` with its settings ``config``."""
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")
-    return METHODS[name](x_train, y_train, kernel, likelihood, config, generators)
+    return METHODS[name](problem, config)
 
 
-__all__ = ["FBNN", "GPNet", "METHODS", "ODVGP", "SVGP", "AutoGP", "ExactGP", "Method", "MethodConfig", "build_method"]
+def pairing_problems(method: str, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any],
+                     likelihood: str) -> list[str]:
+    """What keeps method ``method`` (of ``METHODS``) with its ``options`` from training with kernel ``kernel``
+    (of ``gpstudy.kernels.KERNELS``) built with ``kernel_options`` and likelihood ``likelihood`` (of
+    ``gpstudy.likelihoods.LIKELIHOODS``), each problem naming both sides; [] where they fit.
+
+    What the method declares it needs: options that fit together and the likelihood (``check_options``:
+    e.g. a likelihood of several latents needs a network with several), a likelihood it supports
+    (``supported_likelihoods``) and a kernel it can use (``kernel_problems``: e.g. an RFE network needs
+    a kernel with a random-feature map). Validation asks this of every planned job before any runs
+    (``RunSettings.check``). ``options`` and ``kernel_options`` must be valid by their schemas.
+    """
+    declared = METHODS[method]
+    problems = []
+    try:
+        declared.check_options(options, likelihood)
+    except ValueError as error:
+        problems.append(f"options of method {method!r}: {error}")
+    supported = declared.supported_likelihoods(options)
+    if likelihood not in supported:
+        problems.append(f"method {method!r} (with these options) cannot train with likelihood {likelihood!r}; "
+                        f"it supports {', '.join(supported)}")
+    return problems + declared.kernel_problems(options, kernel, kernel_options)
+
+
+__all__ = ["FBNN", "GPNet", "METHODS", "ODVGP", "SVGP", "AutoGP", "ExactGP", "Method", "MethodConfig", "Problem",
+           "build_method", "pairing_problems"]

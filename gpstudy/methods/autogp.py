@@ -34,8 +34,9 @@ from gpstudy import generators as draws
 from gpstudy.gaussian import (add_diagonal, add_jitter, cholesky, cross_entropy, entropy, inverse_positive, log_density,
                               positive, raw_of_scale_tril, scale_tril)
 from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import GaussianLikelihood, Likelihood
+from gpstudy.likelihoods import Likelihood
 from gpstudy.methods.base import Method, MethodConfig
+from gpstudy.methods.problem import Problem
 from gpstudy.methods.svgp import kmeans_centres
 
 
@@ -182,22 +183,14 @@ class AutoGP(Method):
         # samples of it give no gradient
         return ("gaussian", "bernoulli", "softmax")
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
-        latents = likelihood.latent_dim
+    def __init__(self, problem: Problem, config: MethodConfig):
+        super().__init__(problem, config)
+        latents = self.likelihood.latent_dim
         self.per_latent = config.latent_priors == "per_latent" and latents > 1  # Q > 1 kernels and Zs
-        inducing_inputs = kmeans_centres(x_train, config.M, generators)  # [*batch, M, D]
+        inducing_inputs = kmeans_centres(problem.x_train, config.M, problem.generators)  # [*batch, M, D]
         batch_shape = inducing_inputs.shape[:-2]
         if self.per_latent:
-            give_each_latent_its_kernel(kernel, len(batch_shape), latents)
+            give_each_latent_its_kernel(self.kernel, len(batch_shape), latents)
             inducing_inputs = inducing_inputs.unsqueeze(-3).expand(*batch_shape, latents, -1, -1).clone()
         self.learn_hyperparameters(config.online_hyperparameters)
         self.inducing_inputs = nn.Parameter(inducing_inputs)  # Z, [*batch, M, D] (per latent [*batch, Q, M, D])

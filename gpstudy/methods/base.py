@@ -9,9 +9,9 @@ from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, kl_divergence_of_covariances
-from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import LIKELIHOODS, ONE_LATENT, GaussianLikelihood, Likelihood
+from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood, Likelihood
 from gpstudy.measurement import SAMPLERS, build_measurement_sampler
+from gpstudy.methods.problem import Problem
 from gpstudy.nets import NETWORKS
 from gpstudy.settings import PREDICT_CHUNK
 
@@ -46,12 +46,8 @@ class Method(nn.Module):
     and split s's numbers depend on split s alone. With one generator nothing is batched.
 
     Args:
-        x_train: training inputs ``[*batch, N, D]``.
-        y_train: training targets ``[*batch, N]``.
-        kernel: the prior kernel, already initialized (pretrained or defaults).
-        likelihood: the Gaussian likelihood, already initialized.
+        problem: the training data, kernel, likelihood and initialization randomness (``Problem``).
         config: the method's settings.
-        generators: randomness of the initialization only (``gpstudy.generators``).
     """
 
     name: ClassVar[str]
@@ -68,20 +64,18 @@ class Method(nn.Module):
         """Raise ``ValueError`` where ``options``, each valid by ``options_schema``, do not fit together or
         with ``likelihood`` (a name in ``LIKELIHOODS``) for a reason worth naming; nothing by default."""
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
+    @classmethod
+    def kernel_problems(cls, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any]) -> list[str]:
+        """What the method with ``options`` needs of kernel ``kernel`` (a name in ``gpstudy.kernels.KERNELS``)
+        built with ``kernel_options`` and does not get, each naming both sides; none by default."""
+        return []
+
+    def __init__(self, problem: Problem, config: MethodConfig):
         super().__init__()
-        if config.n_train != x_train.shape[-2]:
-            raise ValueError(f"config.n_train = {config.n_train} but x_train has {x_train.shape[-2]} rows")
-        self.kernel = kernel
-        self.likelihood = likelihood
+        if config.n_train != problem.x_train.shape[-2]:
+            raise ValueError(f"config.n_train = {config.n_train} but x_train has {problem.x_train.shape[-2]} rows")
+        self.kernel = problem.kernel
+        self.likelihood = problem.likelihood
         self.config = config
 
     @property
@@ -120,6 +114,18 @@ class Method(nn.Module):
     def predict(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Mean ``[*batch, n]`` and variance ``[*batch, n]`` of y at ``x`` ``[*batch, n, D]``, noise included."""
         return self.likelihood.predictive(*self.predict_f(x))
+
+
+def gaussian_likelihood(likelihood: Likelihood, needed_by: str) -> GaussianLikelihood:
+    """``likelihood``, checked to be the Gaussian one that ``needed_by`` (e.g. "method 'exact'") needs.
+
+    Raises:
+        ValueError: naming both, for any other likelihood.
+    """
+    if not isinstance(likelihood, GaussianLikelihood):
+        raise ValueError(f"{needed_by} needs the gaussian likelihood (its noise variance), not "
+                         f"{type(likelihood).__name__}")
+    return likelihood
 
 
 def function_space_kl(mean_q: Tensor, cov_q: Tensor, mean_p: Tensor, cov_p: Tensor, latent_dim: int) -> Tensor:
@@ -197,32 +203,23 @@ class InferenceNetworkMethod(Method):
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise during training"},
     }
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+    def __init__(self, problem: Problem, config: MethodConfig):
+        super().__init__(problem, config)
         self.learn_hyperparameters(config.online_hyperparameters)
-        self.latent_dim = likelihood.latent_dim
+        self.latent_dim = self.likelihood.latent_dim
         self.network = NETWORKS[config.network].build(
-            kernel, generators, latent_dim=self.latent_dim, hidden_units=config.hidden_units,
+            self.kernel, problem.generators, latent_dim=self.latent_dim, hidden_units=config.hidden_units,
             live_variance=config.live_variance, options=config.network_options, feature_dtype=config.feature_dtype)
         self.measurement_sampler = build_measurement_sampler(
-            config.measurement, x_train, kernel.lengthscale.detach() * config.measurement_noise, config.box
+            config.measurement, problem.x_train, self.kernel.lengthscale.detach() * config.measurement_noise, config.box
         )
 
     @classmethod
     def network_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
         """The likelihoods the chosen network can serve: those of one latent, and those of several (a
         softmax) where the network outputs several."""
-        if not NETWORKS[options["network"]].several_latents:
-            return ONE_LATENT
-        return ONE_LATENT + tuple(name for name in LIKELIHOODS if name not in ONE_LATENT)
+        several = NETWORKS[options["network"]].several_latents
+        return tuple(name for name, likelihood in LIKELIHOODS.items() if several or not likelihood.several_latents)
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any], likelihood: str) -> None:
@@ -230,10 +227,22 @@ class InferenceNetworkMethod(Method):
         needs a network that outputs several."""
         network = NETWORKS[options["network"]]
         network.check_options(options["network_options"])
-        if likelihood not in ONE_LATENT and not network.several_latents:
+        if LIKELIHOODS[likelihood].several_latents and not network.several_latents:
             several = ", ".join(name for name, net in NETWORKS.items() if net.several_latents)
             raise ValueError(f"network {network.name!r} outputs one latent function, but likelihood {likelihood!r} "
                              f"has one per class; choose a network with several latents: {several}")
+
+    @classmethod
+    def kernel_problems(cls, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any]) -> list[str]:
+        """What the chosen network needs of the kernel (``InferenceNetwork.kernel_problem``), with the
+        networks that could start from this kernel instead."""
+        network = NETWORKS[options["network"]]
+        problem = network.kernel_problem(kernel, kernel_options, options["network_options"])
+        if problem is None:
+            return []
+        others = [name for name, other in NETWORKS.items() if other.kernel_problem(kernel, kernel_options, {}) is None]
+        instead = f" or network: {' | '.join(others)}" if others else ""
+        return [f"method {cls.name!r} with network {network.name!r}: {problem}{instead}"]
 
     @property
     def predict_chunk(self) -> int:

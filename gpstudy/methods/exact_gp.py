@@ -7,7 +7,8 @@ from gpstudy import generators as draws
 from gpstudy.gaussian import add_diagonal, add_jitter, cholesky, condition, log_density
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods.base import Method, MethodConfig
+from gpstudy.methods.base import Method, MethodConfig, gaussian_likelihood
+from gpstudy.methods.problem import Problem
 
 
 def marginal_covariance(x: Tensor, kernel: Kernel, likelihood: GaussianLikelihood) -> Tensor:
@@ -34,18 +35,11 @@ class ExactGP(Method):
 
     name = "exact"
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
-        self.register_buffer("x_train", x_train, persistent=False)
-        self.register_buffer("y_train", y_train, persistent=False)
+    def __init__(self, problem: Problem, config: MethodConfig):
+        gaussian_likelihood(problem.likelihood, f"method {self.name!r}")  # K + sigma^2 I needs its noise
+        super().__init__(problem, config)
+        self.register_buffer("x_train", problem.x_train, persistent=False)
+        self.register_buffer("y_train", problem.y_train, persistent=False)
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         return -log_marginal_likelihood(x_batch, y_batch, self.kernel, self.likelihood) / y_batch.shape[-1]

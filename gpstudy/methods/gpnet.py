@@ -2,6 +2,7 @@
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -9,9 +10,9 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import cholesky, kl_divergence, tempered_prior, tempered_target
-from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
-from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo
+from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo, gaussian_likelihood
+from gpstudy.methods.problem import Problem
 
 
 BETA_SCHEDULES = {  # the time in beta_t = beta0 / (1 + xi sqrt(time)) at iteration t = 1, 2, ...
@@ -25,49 +26,36 @@ def beta_schedule(step: int, beta0: float, xi: float, schedule: str) -> float:
     return beta0 / (1.0 + xi * math.sqrt(BETA_SCHEDULES[schedule](step)))
 
 
-def conjugate_loss(
-    likelihood: GaussianLikelihood,
-    y_batch: Tensor,
-    mean: Tensor,
-    cov: Tensor,
-    prior_cov: Tensor,
-    previous_mean: Tensor,
-    previous_cov: Tensor,
-    beta: float,
-    n_train: int,
-    generators: draws.Generators,
-) -> Tensor:
+@dataclass(frozen=True)
+class MirrorStep:
+    """What an objective of iteration t sees besides q_gamma: the batch, the prior, q_t, beta_t and N."""
+
+    y_batch: Tensor  # [*batch, n]
+    prior_cov: Tensor  # K over Z = [X_B; X_M], detached
+    previous_mean: Tensor  # q_t over Z, detached
+    previous_cov: Tensor
+    beta: float  # beta_t
+    n_train: int  # N
+    generators: draws.Generators  # the draws of a Monte Carlo expected log-likelihood
+
+
+def conjugate_loss(likelihood: GaussianLikelihood, mean: Tensor, cov: Tensor, step: MirrorStep) -> Tensor:
     """KL[q_gamma(f_M) || q^_{t+1}(f_M)] (eq. 11) with the closed-form target of eq. 10.
 
     Args:
         likelihood: the Gaussian likelihood (its noise enters the target, without gradient).
-        y_batch: ``[n]``.
         mean, cov: q_gamma at the M measurement points X_M only (the KL's support), trained.
-        prior_cov: K over Z = [X_B; X_M], detached.
-        previous_mean, previous_cov: q_t over Z, detached.
-        beta: beta_t.
-        n_train: N.
-        generators: unused (the target is closed form).
+        step: the iteration's batch ``[n]``, prior and q_t over Z, beta_t and N (its generators unused:
+            the target is closed form).
     """
     noise = likelihood.noise_variance.detach()
     target_mean, target_cov = tempered_target(
-        prior_cov, previous_mean, previous_cov, y_batch, noise, beta, n_train
+        step.prior_cov, step.previous_mean, step.previous_cov, step.y_batch, noise, step.beta, step.n_train
     )  # q^_{t+1}(f_M), eq. 10
     return kl_divergence(mean, cholesky(cov), target_mean, cholesky(target_cov))
 
 
-def elbo_loss(
-    likelihood: Likelihood,
-    y_batch: Tensor,
-    mean: Tensor,
-    cov: Tensor,
-    prior_cov: Tensor,
-    previous_mean: Tensor,
-    previous_cov: Tensor,
-    beta: float,
-    n_train: int,
-    generators: draws.Generators,
-) -> Tensor:
+def elbo_loss(likelihood: Likelihood, mean: Tensor, cov: Tensor, step: MirrorStep) -> Tensor:
     """-L_t (section 3.2) for any likelihood, up to a constant in gamma, over Z = [X_B; X_M].
 
     L_t = beta (N/n) sum_B E_q log p(y_b | f_b) - beta KL[q || p] - (1 - beta) KL[q || q_t]
@@ -76,12 +64,13 @@ def elbo_loss(
     except that ``mean`` and ``cov`` are q_gamma over all of Z and that the likelihood may have C > 1
     latents: then q and q_t are ``[*batch, C, z]`` and ``[*batch, C, z, z]``, K ``[*batch, 1, z, z]``
     shared by the classes, the tempered prior and the KL are per class (the KL summed over classes) and
-    the expected log-likelihood draws its Monte Carlo samples from ``generators``
+    the expected log-likelihood draws its Monte Carlo samples from ``step.generators``
     (``function_space_elbo``).
     """
-    tempered_mean, tempered_cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
-    data_scale = beta * n_train / y_batch.shape[-1]
-    return -function_space_elbo(likelihood, y_batch, mean, cov, tempered_mean, tempered_cov, data_scale, generators)
+    tempered_mean, tempered_cov = tempered_prior(step.prior_cov, step.previous_mean, step.previous_cov, step.beta)
+    data_scale = step.beta * step.n_train / step.y_batch.shape[-1]
+    return -function_space_elbo(likelihood, step.y_batch, mean, cov, tempered_mean, tempered_cov, data_scale,
+                                step.generators)
 
 
 OBJECTIVES = {  # objective: (loss, whether q_gamma is trained at X_B too or at X_M only)
@@ -117,18 +106,12 @@ class GPNet(InferenceNetworkMethod):
         "objective": {"enum": sorted(OBJECTIVES), "description": "conjugate (eq. 8-11) | elbo (section 3.2)"},
     }
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
+    def __init__(self, problem: Problem, config: MethodConfig):
         if config.objective not in OBJECTIVES:
             raise ValueError(f"unknown GPNet objective {config.objective!r}; known: {sorted(OBJECTIVES)}")
-        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+        if config.objective == "conjugate":  # its closed-form target holds the noise variance
+            gaussian_likelihood(problem.likelihood, f"method {self.name!r} with objective 'conjugate'")
+        super().__init__(problem, config)
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
@@ -150,18 +133,9 @@ class GPNet(InferenceNetworkMethod):
             previous_factor = torch.cat([head_factor, factor.detach()], dim=-2)
             previous_cov = self.network.covariance(previous_factor)
         prior_cov = self.prior_covariance(inputs)  # K_ZZ
-        loss = objective(
-            self.likelihood,
-            y_batch,
-            mean,
-            self.network.covariance(factor),
-            prior_cov.detach(),
-            previous_mean,
-            previous_cov,
-            beta,
-            self.config.n_train,
-            generators,
-        )
+        step_data = MirrorStep(y_batch, prior_cov.detach(), previous_mean, previous_cov, beta, self.config.n_train,
+                               generators)
+        loss = objective(self.likelihood, mean, self.network.covariance(factor), step_data)
         if self.config.online_hyperparameters:  # minibatch bound with q_t fixed (section 3.3)
             bound = function_space_elbo(
                 self.likelihood,

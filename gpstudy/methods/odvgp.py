@@ -10,9 +10,9 @@ from gpstudy import generators as draws
 from gpstudy import settings
 from gpstudy.gaussian import (add_jitter, cholesky, gram, kernel_scale_tril, kl_divergence, raw_of_scale_tril,
                               raw_scale_tril, scale_tril, solve_lower)
-from gpstudy.kernels import Kernel
-from gpstudy.likelihoods import ONE_LATENT, GaussianLikelihood
+from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods.base import Method, MethodConfig
+from gpstudy.methods.problem import Problem
 from gpstudy.methods.svgp import kmeans_centres
 
 
@@ -104,19 +104,13 @@ class ODVGP(Method):
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
-        return ONE_LATENT  # any likelihood of one latent: its expected log density
+        # any likelihood of one latent: its expected log density
+        return tuple(name for name, likelihood in LIKELIHOODS.items() if not likelihood.several_latents)
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+    def __init__(self, problem: Problem, config: MethodConfig):
+        super().__init__(problem, config)
         self.learn_hyperparameters(config.online_hyperparameters)
+        x_train, generators = problem.x_train, problem.generators
         beta = kmeans_centres(x_train, config.M, generators)
         batch_shape, size = beta.shape[:-2], beta.shape[-2]
         gamma = (kmeans_centres(x_train, config.mean_basis, generators) if config.mean_basis > 0

@@ -9,10 +9,10 @@ from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import kernel_scale_tril, kl_to_standard_normal, raw_scale_tril, scale_tril
-from gpstudy.kernels import Kernel
 from gpstudy.kmeans import kmeans
-from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood
+from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods.base import Method, MethodConfig
+from gpstudy.methods.problem import Problem
 
 logger = logging.getLogger(__name__)
 
@@ -77,19 +77,11 @@ class SVGP(Method):
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
         return tuple(LIKELIHOODS)  # any likelihood: its expected log density under q's marginals, per latent
 
-    def __init__(
-        self,
-        x_train: Tensor,
-        y_train: Tensor,
-        kernel: Kernel,
-        likelihood: GaussianLikelihood,
-        config: MethodConfig,
-        generators: draws.Generators,
-    ):
-        super().__init__(x_train, y_train, kernel, likelihood, config, generators)
+    def __init__(self, problem: Problem, config: MethodConfig):
+        super().__init__(problem, config)
         self.learn_hyperparameters(config.online_hyperparameters)
-        self.latent_dim = likelihood.latent_dim
-        inducing_inputs = INDUCING_INITS[config.inducing_init](x_train, config.M, generators)
+        self.latent_dim = problem.likelihood.latent_dim
+        inducing_inputs = INDUCING_INITS[config.inducing_init](problem.x_train, config.M, problem.generators)
         num_inducing = inducing_inputs.shape[-2]
         q_batch = (*inducing_inputs.shape[:-2], *((self.latent_dim,) if self.latent_dim > 1 else ()))  # [*batch, (C)]
         self.inducing_inputs = nn.Parameter(inducing_inputs, requires_grad=config.learn_inducing_inputs)  # Z

@@ -69,6 +69,13 @@ class InferenceNetwork(nn.Module):
         return network
 
     @classmethod
+    def kernel_problem(cls, kernel: str, kernel_options: Mapping[str, Any], options: Mapping[str, Any]) -> str | None:
+        """Why the network with its own ``options`` cannot start from kernel ``kernel`` (a name in
+        ``gpstudy.kernels.KERNELS``) built with ``kernel_options``, naming both; None where it can (by
+        default: from any kernel)."""
+        return None
+
+    @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` naming the network and the key unless ``options`` fit ``options_schema``."""
         try:

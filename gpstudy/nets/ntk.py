@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.kernels import Kernel
+from gpstudy.kernels import KERNELS, Kernel
 from gpstudy.nets.base import InferenceNetwork
 from gpstudy.settings import JITTER
 
@@ -102,6 +102,15 @@ class NTK(InferenceNetwork):
             "dense_units": {"type": "integer", "minimum": 1},
             "output_tanh": {"type": "boolean"},
         }}
+
+    @classmethod
+    def kernel_problem(cls, kernel: str, kernel_options: Mapping[str, Any], options: Mapping[str, Any]) -> str | None:
+        """The NTK needs an image shape: its own ``image_shape`` option or the kernel's (``CNNGP``)."""
+        with_shape = [name for name, known in KERNELS.items() if "image_shape" in known.options_schema["properties"]]
+        if "image_shape" in options or kernel in with_shape:
+            return None
+        return (f"network {cls.name!r} needs the images' shape, but kernel {kernel!r} has none; give it in "
+                f"network_options.image_shape or use a kernel with an image_shape ({', '.join(with_shape)})")
 
     def __init__(
         self,

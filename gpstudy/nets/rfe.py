@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy.gaussian import inverse_positive, positive
-from gpstudy.kernels import Kernel
+from gpstudy.kernels import KERNELS, Kernel, feature_map_problem
 from gpstudy.nets.base import InferenceNetwork
 from gpstudy.nets.block_tril import BlockTril
 
@@ -54,6 +54,16 @@ class RFE(InferenceNetwork):
         num_features = self.feature_map.num_features(hidden_units)
         self.weight_mean = nn.Parameter(WEIGHT_MEAN_INIT_STD * draws.randn((num_features,), generators, lengthscale))
         self.weight_scale = BlockTril(num_features, WEIGHT_SCALE_INIT, lengthscale, batch_shape)  # L
+
+    @classmethod
+    def kernel_problem(cls, kernel: str, kernel_options: Mapping[str, Any], options: Mapping[str, Any]) -> str | None:
+        """The RFE needs the kernel's random-feature map."""
+        reason = feature_map_problem(kernel, kernel_options)
+        if reason is None:
+            return None
+        able = ", ".join(name for name in KERNELS if feature_map_problem(name, {}) is None)
+        return (f"kernel {kernel!r} with options {dict(kernel_options)}: {reason}; network {cls.name!r} needs one: "
+                f"use a kernel with one ({able})")
 
     @classmethod
     def from_options(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,

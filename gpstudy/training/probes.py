@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.methods import Method, build_method
+from gpstudy.methods import Method, Problem, build_method
 from gpstudy.training.fit import BatchSampler, train_iteration
 from gpstudy.training.settings import RunSettings, run_settings
 from gpstudy.optim import adam
@@ -129,7 +129,7 @@ def build_probe(name: str, config: dict, device: torch.device | str) -> ProbeRun
     kernel = settings.build_kernel(x.shape[-1], (probe.splits,))
     likelihood = settings.build_likelihood((probe.splits,))
     config_of_method = settings.method_config(N, np.zeros((probe.splits, x.shape[-1])), np.ones((probe.splits, x.shape[-1])))
-    method = build_method(settings.method, x, y, kernel, likelihood, config_of_method, generators).to(device)
+    method = build_method(settings.method, Problem(x, y, kernel, likelihood, generators), config_of_method).to(device)
     x, y = x.to(device), y.to(device)
     return ProbeRun(settings, method, x, y, generators, adam(method.adam_parameters(), settings.lr, device),
                     BatchSampler(N, BATCH, generators, device))

@@ -19,7 +19,7 @@ from gpstudy.devices import gpu_slot
 from gpstudy.gaussian import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.likelihoods import LIKELIHOODS
-from gpstudy.methods import Method, MethodConfig, build_method
+from gpstudy.methods import Method, MethodConfig, Problem, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
                               readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
@@ -34,10 +34,10 @@ RUN_FILES = ("metrics.json", "learning_curve.csv", "predictions.csv")  # what a 
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_every")  # settings that change when, not what, is saved
 
 
-class Problem:
+class SplitsProblem(Problem):
     """Splits of one data set stacked along a leading split dimension on the run's device, with one
     kernel and likelihood per split (the settings' by name) and one generator per split (seeded
-    ``settings.seed + s``).
+    ``settings.seed + s``): the ``Problem`` a method is built on, with the splits' test sets.
 
     Args:
         splits: split index -> split; all must have the same training and test sizes.
@@ -53,17 +53,17 @@ class Problem:
         _check_equal_sizes(splits)
         device, dtype = settings.torch_device(), settings.torch_dtype()
         self.splits, self.device = list(splits.values()), device
-        self.x_train, self.y_train, self.x_test, self.y_test, self.y_std = (
+        x_train, y_train, self.x_test, self.y_test, self.y_std = (
             torch.as_tensor(_stack(self.splits, name), dtype=dtype, device=device)
             for name in ("x_train", "y_train", "x_test", "y_test", "y_std"))
         self.x_mean, self.x_std = _stack(self.splits, "x_mean"), _stack(self.splits, "x_std")
         batch_shape = (len(splits),)
-        self.kernel = settings.build_kernel(self.x_train.shape[-1], batch_shape)
-        self.likelihood = settings.build_likelihood(batch_shape)
+        kernel = settings.build_kernel(x_train.shape[-1], batch_shape)
+        likelihood = settings.build_likelihood(batch_shape)
         if hyperparameters is not None:
-            load_hyperparameters(self.kernel, self.likelihood, stack_hyperparameters([hyperparameters[s] for s in splits]))
+            load_hyperparameters(kernel, likelihood, stack_hyperparameters([hyperparameters[s] for s in splits]))
         self.seeds = [settings.seed + s for s in splits]
-        self.generators = self.new_generators()
+        super().__init__(x_train, y_train, kernel, likelihood, self.new_generators())
 
     def new_generators(self) -> list[torch.Generator]:
         """One generator per split, seeded ``settings.seed + s``, at the start of its stream."""
@@ -86,7 +86,7 @@ def _check_equal_sizes(splits: dict[int, Split]) -> None:
 
 def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int, dict]:
     """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch."""
-    problem = Problem(splits, settings, None)
+    problem = SplitsProblem(splits, settings, None)
     pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                              subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,
                              lr=settings.pretrain_lr, generators=problem.generators)
@@ -120,10 +120,8 @@ def plot_predictions(method: Method, splits: list[Split]) -> list[pd.DataFrame]:
 def exact_reference(split: Split, hyperparameters: dict | None, settings: RunSettings) -> pd.DataFrame:
     """The exact GP posterior at the split's plot inputs (Figure 4's dashes) under fixed
     hyperparameters (None: STUDY.md's initial values); ``settings`` give kernel, dtype and device."""
-    problem = Problem({0: split}, settings, None if hyperparameters is None else {0: hyperparameters})
-    config = MethodConfig(M=0, n_train=problem.x_train.shape[-2])
-    method = build_method("exact", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                          config, problem.generators)
+    problem = SplitsProblem({0: split}, settings, None if hyperparameters is None else {0: hyperparameters})
+    method = build_method("exact", problem, MethodConfig(M=0, n_train=problem.x_train.shape[-2]))
     return plot_predictions(method, problem.splits)[0]
 
 
@@ -143,10 +141,9 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
     """
     if hyperparameters is None and settings.pretrain:
         hyperparameters = pretrain_splits(splits, settings)
-    problem = Problem(splits, settings, hyperparameters)
-    method = build_method(settings.method, problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                          settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std),
-                          problem.generators).to(problem.device)
+    problem = SplitsProblem(splits, settings, hyperparameters)
+    method = build_method(settings.method, problem, settings.method_config(problem.x_train.shape[-2], problem.x_mean,
+                                                                          problem.x_std)).to(problem.device)
 
     def evaluate() -> dict[str, Tensor]:  # Monte Carlo predictives draw from fresh generators, not training's
         return task_metrics(method.likelihood, *predict(method, problem.x_test), problem.y_test, problem.y_std,

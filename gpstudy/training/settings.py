@@ -12,7 +12,7 @@ from gpstudy.data.registry import Dataset
 from gpstudy.devices import resolve_device
 from gpstudy.kernels import KERNELS, Kernel, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
-from gpstudy.methods import METHODS, MethodConfig
+from gpstudy.methods import METHODS, MethodConfig, pairing_problems
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every training run (see run_settings)
 DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
@@ -72,14 +72,8 @@ class RunSettings:
         if task != dataset.task:
             raise SettingsError(f"likelihood {self.likelihood!r} is for {task}, but data set {dataset.name!r} is "
                                 f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}")
-        try:
-            method.check_options(self.options, self.likelihood)
-        except ValueError as error:
-            raise SettingsError(f"options of method {self.method!r}: {error}") from None
-        supported = method.supported_likelihoods(self.options)
-        if self.likelihood not in supported:
-            raise SettingsError(f"method {self.method!r} (with these options) cannot train with likelihood "
-                                f"{self.likelihood!r}; it supports {', '.join(supported)}")
+        if problems := pairing_problems(self.method, self.options, self.kernel, self.kernel_options, self.likelihood):
+            raise SettingsError("; ".join(problems))
         if self.pretrain and self.likelihood != "gaussian":
             raise SettingsError("pretrain: true fits the exact GP's marginal likelihood, which needs the gaussian "
                                 f"likelihood, not {self.likelihood!r}")

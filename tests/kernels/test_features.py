@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gpstudy import settings
-from gpstudy.kernels import ArcCosine, build_kernel
+from gpstudy.kernels import KERNELS, ArcCosine, build_kernel, feature_map_problem
 
 DTYPE = settings.DEFAULT_DTYPE
 COUNT = 200_000  # frequencies of the Monte Carlo estimate
@@ -67,3 +67,19 @@ def test_rbf_frequencies_are_standard_normal_draws():
 def test_deep_arccos_has_no_feature_map():
     with pytest.raises(ValueError, match="ArcCosine of depth 3 has no random-feature map"):
         ArcCosine(3, degree=1, depth=3).feature_map()
+
+
+@pytest.mark.parametrize("name, options", [*((name, {}) for name in KERNELS), ("arccos", {"depth": 2})])
+def test_every_kernel_declares_the_feature_map_its_instances_have(name, options):
+    """``random_features(options)``, what validation reads, is the built kernel's ``feature_map()``, or
+    both refuse; ``options`` gives back what the kernel was built with."""
+    kernel = build_kernel(name, 4, options)
+    assert build_kernel(name, 4, kernel.options).options == kernel.options
+    assert {**options, **kernel.options} == kernel.options
+    problem = feature_map_problem(name, options)
+    if problem is None:
+        assert kernel.feature_map() == KERNELS[name].random_features(options)
+    else:
+        with pytest.raises(ValueError, match="has no random-feature map") as refused:
+            kernel.feature_map()
+        assert str(refused.value) == problem

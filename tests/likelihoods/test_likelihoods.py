@@ -65,6 +65,13 @@ def test_options_fit_the_schema(name):
         jsonschema.validate({**OPTIONS[name], "unknown_option": 1}, likelihood.options_schema)
 
 
+@pytest.mark.parametrize("name", LIKELIHOODS)
+def test_the_declared_latents_are_the_built_ones(name):
+    """``several_latents``, what validation reads, says what ``latent_dim`` is once built."""
+    likelihood = build_likelihood(name, OPTIONS[name], DTYPE, ())
+    assert LIKELIHOODS[name].several_latents == (likelihood.latent_dim > 1)
+
+
 @pytest.mark.parametrize("batch_shape", BATCH_SHAPES)
 @pytest.mark.parametrize("name", LIKELIHOODS)
 def test_shapes(name, batch_shape):

@@ -11,7 +11,7 @@ from gpstudy import settings
 from gpstudy.gaussian import add_jitter, cholesky, entropy, inverse_positive, kl_to_standard_normal, log_density
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
-from gpstudy.methods import SVGP, MethodConfig
+from gpstudy.methods import SVGP, MethodConfig, Problem
 from gpstudy.methods.autogp import (AutoGP, expected_log_prob, is_loo_step, leave_one_out,
                                     mixture_entropy_bound)
 
@@ -39,7 +39,7 @@ def build(x: torch.Tensor, y: torch.Tensor, likelihood=None, seed: int = 0, batc
     config = MethodConfig(M=M, n_train=x.shape[-2], options={**OPTIONS, **options})
     generators = torch.Generator().manual_seed(seed) if not batch_shape else [
         torch.Generator().manual_seed(seed + s) for s in range(batch_shape[0])]
-    return AutoGP(x, y, kernel, likelihood, config, generators)
+    return AutoGP(Problem(x, y, kernel, likelihood, generators), config)
 
 
 def labels(likelihood_name: str, y: torch.Tensor) -> torch.Tensor:
@@ -131,12 +131,12 @@ def test_one_component_matches_svgp(data):
     """K = 1: predictions and KL equal SVGP's (whitened) exactly; the loss within 4 Monte Carlo errors."""
     x, y = data
     kernel, likelihood = RBF(D, lengthscale=[0.8, 1.2], variance=1.1), GaussianLikelihood(0.1)
-    svgp = SVGP(x, y, kernel, likelihood, MethodConfig(M, N, {"online_hyperparameters": True, "inducing_init": "kmeans",
-                                                                "learn_inducing_inputs": True}),
-                torch.Generator().manual_seed(0))
+    svgp = SVGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0)),
+                MethodConfig(M, N, {"online_hyperparameters": True, "inducing_init": "kmeans",
+                                    "learn_inducing_inputs": True}))
     samples = 20_000
-    method = AutoGP(x, y, kernel, likelihood, MethodConfig(M, N, {**OPTIONS, "samples": samples}),
-                    torch.Generator().manual_seed(0))
+    method = AutoGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0)),
+                    MethodConfig(M, N, {**OPTIONS, "samples": samples}))
     generator = torch.Generator().manual_seed(3)
     with torch.no_grad():
         svgp.q_mean.copy_(torch.randn(M, generator=generator, dtype=DTYPE))
@@ -264,7 +264,7 @@ def test_kl_bound_of_a_mixture(data):
         assert method.kl_divergence() > kl - 4 * standard_error
 
 
-@pytest.mark.parametrize("likelihood_name", ["gaussian", "bernoulli", "softmax"])
+@pytest.mark.parametrize("likelihood_name", AutoGP.supported_likelihoods(OPTIONS))
 def test_every_likelihood_trains(likelihood_name, data):
     x, y = data
     likelihood = make_likelihood(likelihood_name)
@@ -367,7 +367,7 @@ def test_per_latent_priors_give_each_class_its_kernel_and_z(data):
     one = build(x, y, latent_priors="per_latent")
     assert one.kernel.lengthscale.shape == (D,) and one.inducing_inputs.shape == (M, D)
     with pytest.raises(ValueError, match="already has one set of hyperparameters per latent"):
-        AutoGP(x, labels("softmax", y), method.kernel, Softmax(3), method.config, torch.Generator().manual_seed(0))
+        AutoGP(Problem(x, labels("softmax", y), method.kernel, Softmax(3), torch.Generator().manual_seed(0)), method.config)
 
 
 def test_per_latent_elbo_is_the_classes_terms_computed_separately(data):
@@ -387,7 +387,7 @@ def test_per_latent_elbo_is_the_classes_terms_computed_separately(data):
         means, variances, kl = [], [], 0.0
         for c in range(classes):
             kernel = RBF(D, lengthscale=method.kernel.lengthscale[c], variance=method.kernel.variance[c])
-            alone = AutoGP(x, y, kernel, GaussianLikelihood(0.1), method.config, torch.Generator().manual_seed(0))
+            alone = AutoGP(Problem(x, y, kernel, GaussianLikelihood(0.1), torch.Generator().manual_seed(0)), method.config)
             alone.inducing_inputs.copy_(method.inducing_inputs[c])
             alone.q_mean.copy_(method.q_mean[:, c:c + 1])
             alone.raw_q_scale.copy_(method.raw_q_scale[:, c:c + 1])

@@ -9,7 +9,7 @@ from gpstudy import settings
 from gpstudy.data import Split
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import METHODS, build_method
+from gpstudy.methods import METHODS, Problem, build_method
 from gpstudy.training.run import train_splits
 
 N, D = 12, 2
@@ -33,8 +33,8 @@ def test_effective_m_is_the_points_the_method_uses(name, M, method_config):
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(N, D, generator=generator, dtype=settings.DEFAULT_DTYPE)
     options = {key: value for key, value in OPTIONS.items() if key in METHODS[name].options_schema}
-    method = build_method(name, x, torch.sin(x[:, 0]), RBF(D), GaussianLikelihood(0.1),
-                          method_config(name, M, N, **options), generator)
+    method = build_method(name, Problem(x, torch.sin(x[:, 0]), RBF(D), GaussianLikelihood(0.1), generator),
+                          method_config(name, M, N, **options))
     assert method.effective_M == points_used(method)
     assert method.effective_M == (min(M, N) if name in CAPPED else M)
 
@@ -42,7 +42,7 @@ def test_effective_m_is_the_points_the_method_uses(name, M, method_config):
 def test_a_box_sampler_draws_all_m_points(method_config):
     x = torch.randn(N, D, dtype=settings.DEFAULT_DTYPE)
     config = method_config("gpnet", N + 8, N, measurement="box", box=[[-1.0, -1.0], [1.0, 1.0]], hidden_units=5)
-    method = build_method("gpnet", x, x[:, 0], RBF(D), GaussianLikelihood(0.1), config, torch.Generator())
+    method = build_method("gpnet", Problem(x, x[:, 0], RBF(D), GaussianLikelihood(0.1), torch.Generator()), config)
     assert method.effective_M == points_used(method) == N + 8
 
 

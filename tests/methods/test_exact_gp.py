@@ -6,7 +6,7 @@ from torch.distributions import MultivariateNormal
 from gpstudy import settings
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import ExactGP, MethodConfig
+from gpstudy.methods import ExactGP, MethodConfig, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 
 DTYPE = settings.DEFAULT_DTYPE
@@ -18,7 +18,7 @@ def setup() -> tuple[ExactGP, torch.Tensor, torch.Tensor]:
     x = torch.randn(N, 2, generator=generator, dtype=DTYPE)
     y = torch.cos(x[:, 0]) * x[:, 1] + 0.1 * torch.randn(N, generator=generator, dtype=DTYPE)
     kernel, likelihood = RBF(2, lengthscale=[0.7, 1.3], variance=1.4), GaussianLikelihood(0.05)
-    method = ExactGP(x, y, kernel, likelihood, MethodConfig(M=0, n_train=N), generator)
+    method = ExactGP(Problem(x, y, kernel, likelihood, generator), MethodConfig(M=0, n_train=N))
     return method, x, y
 
 

@@ -7,7 +7,7 @@ from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
 from gpstudy import settings
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import FBNN
+from gpstudy.methods import FBNN, Problem
 
 DTYPE = settings.DEFAULT_DTYPE
 N, BATCH = 40, 6
@@ -25,7 +25,7 @@ def build(method_config, data, online: bool = False, **options) -> FBNN:
     kernel, likelihood = RBF(1, lengthscale=0.7), GaussianLikelihood(0.1)
     config = method_config("fbnn", 4, N, hidden_units=10, measurement="box", box=((-3.0,), (3.0,)),
                            online_hyperparameters=online, **options)
-    return FBNN(x, y, kernel, likelihood, config, torch.Generator().manual_seed(1))
+    return FBNN(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(1)), config)
 
 
 def test_loss_is_minus_the_unscaled_function_space_elbo(data, method_config):

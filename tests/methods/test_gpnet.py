@@ -10,7 +10,7 @@ from gpstudy import settings
 from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_target
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import ExactGP, GPNet
+from gpstudy.methods import ExactGP, GPNet, Problem
 from gpstudy.methods.gpnet import beta_schedule
 
 DTYPE = settings.DEFAULT_DTYPE
@@ -28,7 +28,7 @@ def build(method_config, data, seed: int = 0, **options) -> GPNet:
     x, y = data
     kernel, likelihood = RBF(2, lengthscale=[0.8, 1.3], variance=1.2), GaussianLikelihood(0.1)
     config = method_config("gpnet", 5, x.shape[0], **({"beta0": 0.5, "xi": 0.0, "hidden_units": 12} | options))
-    return GPNet(x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
+    return GPNet(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(seed)), config)
 
 
 def perturb(method: GPNet) -> None:
@@ -152,7 +152,7 @@ def test_full_batch_beta_one_reaches_the_exact_posterior(method_config):
     y = torch.sin(1.5 * x[:, 0]) + 0.1 * torch.randn(n, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
     kernel, likelihood = RBF(1, lengthscale=0.5), GaussianLikelihood(0.1)
     config = method_config("gpnet", n, n, beta0=1.0, xi=0.0, hidden_units=50, measurement="train")
-    method = GPNet(x, y, kernel, likelihood, config, torch.Generator().manual_seed(1))
+    method = GPNet(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(1)), config)
     optimizer = torch.optim.Adam(method.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(2)
     for step in range(1, 1001):
@@ -160,7 +160,7 @@ def test_full_batch_beta_one_reaches_the_exact_posterior(method_config):
         method.loss(x, y, step, generator).backward()
         optimizer.step()
     with torch.no_grad():
-        exact_mean, exact_var = ExactGP(x, y, kernel, likelihood, config, generator).predict_f(x)
+        exact_mean, exact_var = ExactGP(Problem(x, y, kernel, likelihood, generator), config).predict_f(x)
         mean, var = method.predict_f(x)
     torch.testing.assert_close(mean, exact_mean, rtol=0, atol=0.02)
     torch.testing.assert_close(var, exact_var, rtol=0.1, atol=0)

@@ -12,8 +12,8 @@ from gpstudy import settings
 from gpstudy.gaussian import add_jitter, tempered_prior
 from gpstudy.kernels import RBF
 from gpstudy.kernels.cnngp import CNNGP
-from gpstudy.likelihoods import Bernoulli, GaussianLikelihood, Softmax
-from gpstudy.methods import FBNN, GPNet
+from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
+from gpstudy.methods import FBNN, GPNet, Problem
 from gpstudy.metrics import task_metrics
 from gpstudy.training.fit import fit
 
@@ -46,7 +46,7 @@ def build(method_config, data, method=GPNet, likelihood=None, generators=None, *
     config = method_config(method.name, M, x.shape[-2], **(defaults | options))
     kernel = CNNGP(D, image_shape=SHAPE, batch_shape=x.shape[:-2])
     likelihood = Softmax(CLASSES) if likelihood is None else likelihood
-    return method(x, y, kernel, likelihood, config, generators or torch.Generator().manual_seed(0))
+    return method(Problem(x, y, kernel, likelihood, generators or torch.Generator().manual_seed(0)), config)
 
 
 def perturb(method) -> None:
@@ -175,7 +175,7 @@ def test_one_latent_ntk_has_no_class_dimension(data, method_config):
     assert method.predict_f(x[:5])[0].shape == (5,)
 
 
-@pytest.mark.parametrize("several", ["softmax", "robustmax"])  # the likelihoods of one latent per class
+@pytest.mark.parametrize("several", [name for name, likelihood in LIKELIHOODS.items() if likelihood.several_latents])
 def test_supported_likelihoods_follow_the_network_and_objective(study_config, several):
     options = dict(study_config["methods"]["gpnet"])
     assert several not in GPNet.supported_likelihoods(options | {"objective": "elbo"})  # rfe
@@ -190,14 +190,13 @@ def test_supported_likelihoods_follow_the_network_and_objective(study_config, se
 def test_refusals_name_the_network(data, method_config):
     x, y = data
     with pytest.raises(ValueError, match="network 'rfe' outputs one latent function, but the likelihood has 3"):
-        GPNet(x, y, RBF(D), Softmax(CLASSES), method_config("gpnet", M, N, objective="elbo", hidden_units=5),
-              torch.Generator().manual_seed(0))
+        GPNet(Problem(x, y, RBF(D), Softmax(CLASSES), torch.Generator().manual_seed(0)),
+              method_config("gpnet", M, N, objective="elbo", hidden_units=5))
     with pytest.raises(ValueError, match=r"network_options of network 'ntk', \$\.filters"):
         build(method_config, data, network_options={"filters": 4})
     with pytest.raises(ValueError, match="network_options of network 'rfe'.*'filters' was unexpected"):
-        GPNet(x, y, RBF(D), GaussianLikelihood(0.1),
-              method_config("gpnet", M, N, hidden_units=5, network_options={"filters": [4]}),
-              torch.Generator().manual_seed(0))
+        GPNet(Problem(x, y, RBF(D), GaussianLikelihood(0.1), torch.Generator().manual_seed(0)),
+              method_config("gpnet", M, N, hidden_units=5, network_options={"filters": [4]}))
 
 
 def test_a_batch_of_several_splits_is_refused(data, method_config):

@@ -1,15 +1,16 @@
 """Every registered method passes the same battery: loss, gradients, predictions, checkpoints."""
 
 import copy
+import itertools
 import re
 
 import pytest
 import torch
 
 from gpstudy import settings
-from gpstudy.kernels import RBF
-from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import METHODS, Method, MethodConfig, build_method
+from gpstudy.kernels import KERNELS, RBF, build_kernel
+from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, build_likelihood
+from gpstudy.methods import METHODS, Method, MethodConfig, Problem, build_method, pairing_problems
 from gpstudy.optim import optimizer_step
 
 DTYPE = settings.DEFAULT_DTYPE
@@ -29,7 +30,7 @@ def make(method_config, name: str, data, seed: int = 0, n_train: int = N) -> Met
     x, y = data
     config = method_config(name, 6, n_train, **{k: v for k, v in OPTIONS.items() if k in METHODS[name].options_schema})
     kernel, likelihood = RBF(D, lengthscale=[0.8, 1.2], variance=1.1), GaussianLikelihood(0.1)
-    return build_method(name, x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
+    return build_method(name, Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(seed)), config)
 
 
 def train(method: Method, data, steps: range, optimizer: torch.optim.Optimizer, generator) -> list[float]:
@@ -51,7 +52,56 @@ def test_every_method_is_registered_under_its_name_with_its_defaults_in_the_conf
 
 def test_unknown_method_names_the_known_ones(data):
     with pytest.raises(ValueError, match="autogp, exact, fbnn, gpnet, odvgp, svgp"):
-        build_method("vfe", *data, RBF(D), GaussianLikelihood(0.1), MethodConfig(M=6, n_train=N), torch.Generator())
+        build_method("vfe", Problem(*data, RBF(D), GaussianLikelihood(0.1), torch.Generator()),
+                     MethodConfig(M=6, n_train=N))
+
+
+PAIRED_KERNELS = [*((name, {}) for name in KERNELS), ("arccos", {"depth": 2})]  # each kernel, one without features
+TINY_NETWORKS = {"ntk": {"filters": [2], "strides": [1], "dense_units": 3}}  # network_options that build fast
+
+
+def option_choices(name: str) -> list[dict]:
+    """The method's choices that change what it can pair with: each network and objective it has."""
+    schema = METHODS[name].options_schema
+    choices = {key: schema[key]["enum"] for key in ("network", "objective") if key in schema}
+    return [dict(zip(choices, values)) for values in itertools.product(*choices.values())]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_declared_pairings_are_what_building_does(name, settings_for):
+    """Over every kernel, likelihood and network of the registries: where ``pairing_problems`` (what
+    validation asks of every job) finds nothing, the method builds; where the method declares that it
+    cannot use the kernel, building fails, and the declaration names the kernel and the network."""
+    x = torch.randn(12, 4, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+    fitted, refused = 0, 0
+    for choice, (kernel, kernel_options), likelihood in itertools.product(option_choices(name), PAIRED_KERNELS,
+                                                                          LIKELIHOODS):
+        network = {"hidden_units": 4, "measurement": "train",
+                   "network_options": TINY_NETWORKS.get(choice["network"], {})} if "network" in choice else {}
+        options = settings_for(name, 3, **choice, **network).options
+        likelihood_options = {"classes": 3} if "classes" in LIKELIHOODS[likelihood].options_schema["properties"] else {}
+        built_likelihood = build_likelihood(likelihood, likelihood_options)
+        y = torch.arange(12).remainder(2).to(DTYPE) if built_likelihood.task == "classification" else x[:, 0]
+        problem = Problem(x, y, build_kernel(kernel, 4, kernel_options), built_likelihood, torch.Generator())
+        problems = pairing_problems(name, options, kernel, kernel_options, likelihood)
+        kernel_problems = METHODS[name].kernel_problems(options, kernel, kernel_options)
+        if not problems:
+            build_method(name, problem, MethodConfig(M=3, n_train=12, options=options))
+            fitted += 1
+        if kernel_problems:
+            assert all(repr(kernel) in text and repr(choice["network"]) in text for text in kernel_problems)
+            with pytest.raises(ValueError):
+                build_method(name, problem, MethodConfig(M=3, n_train=12, options=options))
+            refused += 1
+    assert fitted > 0 and (refused > 0) == ("network" in METHODS[name].options_schema)  # rfe: cnngp; ntk: rbf
+
+
+def test_methods_that_need_the_gaussian_likelihood_say_so(data, method_config):
+    x, y = data
+    for name, changes in (("exact", {}), ("gpnet", {"objective": "conjugate"})):
+        with pytest.raises(ValueError, match=f"method '{name}'.* needs the gaussian likelihood .*not Bernoulli"):
+            build_method(name, Problem(x, (y > 0).to(DTYPE), RBF(D), Bernoulli(), torch.Generator()),
+                         method_config(name, 6, N, **changes))
 
 
 def test_config_n_train_must_match_the_data(data, method_config):

@@ -7,7 +7,7 @@ from gpstudy import settings
 from gpstudy.gaussian import add_jitter, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.methods import SVGP, ExactGP, MethodConfig
+from gpstudy.methods import SVGP, ExactGP, MethodConfig, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.odvgp import ODVGP
 from gpstudy.training import fit
@@ -35,7 +35,7 @@ def build(x: torch.Tensor, y: torch.Tensor, num_beta: int, mean_basis: int = 0, 
         "mean_basis": mean_basis, "natural_gradient": natural_gradient, "natural_step": natural_step,
         "online_hyperparameters": True})
     generators = torch.Generator().manual_seed(0) if generators is None else generators
-    return ODVGP(x, y, kernel, likelihood, config, generators)
+    return ODVGP(Problem(x, y, kernel, likelihood, generators), config)
 
 
 def random_lower(size: int, seed: int) -> torch.Tensor:
@@ -88,8 +88,8 @@ def test_without_a_mean_basis_it_is_svgp(data):
     x, y = data
     config = MethodConfig(M=6, n_train=N, options={"online_hyperparameters": True, "inducing_init": "kmeans",
                                                         "learn_inducing_inputs": True})
-    svgp = SVGP(x, y, RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1), config,
-                torch.Generator().manual_seed(0))
+    svgp = SVGP(Problem(x, y, RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1),
+                        torch.Generator().manual_seed(0)), config)
     method = build(x, y, 6)
     assert torch.equal(method.beta, svgp.inducing_inputs) and method.gamma.shape == (0, 1)
     whitened_mean = torch.randn(6, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
@@ -123,7 +123,7 @@ def test_optimal_q_with_both_bases_at_the_data_recovers_the_exact_gp(data):
         torch.testing.assert_close(elbo, log_marginal_likelihood(x, y, method.kernel, method.likelihood),
                                    rtol=0, atol=1e-4)
         x_test = torch.linspace(-5, 5, 13, dtype=DTYPE).unsqueeze(-1)
-        reference = ExactGP(x, y, method.kernel, method.likelihood, method.config, torch.Generator())
+        reference = ExactGP(Problem(x, y, method.kernel, method.likelihood, torch.Generator()), method.config)
         for got, expected in zip(method.predict(x_test), reference.predict(x_test)):
             torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
 
@@ -135,7 +135,7 @@ def test_the_exact_posterior_mean_is_the_optimum_when_gamma_and_beta_split_the_d
     (it would not with a wrong weight of the orthogonal mean's KL)."""
     x, y = data
     method = build(x, y, 6, mean_basis=N - 6)
-    reference = ExactGP(x, y, method.kernel, method.likelihood, method.config, torch.Generator())
+    reference = ExactGP(Problem(x, y, method.kernel, method.likelihood, torch.Generator()), method.config)
     with torch.no_grad():
         method.beta.copy_(x[:6])
         method.gamma.copy_(x[6:])

@@ -11,7 +11,7 @@ from gpstudy import settings
 from gpstudy.gaussian import cholesky, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
-from gpstudy.methods import SVGP, ExactGP
+from gpstudy.methods import SVGP, ExactGP, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.svgp import kmeans_centres, training_points
 from gpstudy.metrics import task_metrics
@@ -31,7 +31,7 @@ def data() -> tuple[torch.Tensor, torch.Tensor]:
 def build(method_config, x: torch.Tensor, y: torch.Tensor, num_inducing: int, seed: int = 0) -> SVGP:
     kernel, likelihood = RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1)
     config = method_config("svgp", num_inducing, x.shape[0])
-    return SVGP(x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
+    return SVGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(seed)), config)
 
 
 def test_kmeans_finds_the_cluster_centres():
@@ -89,7 +89,7 @@ def test_optimal_q_with_z_at_the_data_recovers_the_exact_gp(data, method_config)
         exact = log_marginal_likelihood(x, y, method.kernel, method.likelihood)
         torch.testing.assert_close(elbo, exact, rtol=0, atol=1e-4)
         x_test = torch.linspace(-5, 5, 13, dtype=DTYPE).unsqueeze(-1)
-        reference = ExactGP(x, y, method.kernel, method.likelihood, method.config, torch.Generator())
+        reference = ExactGP(Problem(x, y, method.kernel, method.likelihood, torch.Generator()), method.config)
         for got, expected in zip(method.predict(x_test), reference.predict(x_test)):
             torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
 
@@ -123,7 +123,7 @@ def build_softmax(method_config, x: torch.Tensor, y: torch.Tensor, num_inducing:
     kernel = RBF(2, lengthscale=1.5, variance=2.0, batch_shape=batch_shape)
     config = method_config("svgp", num_inducing, x.shape[-2], **options)
     generators = torch.Generator().manual_seed(0) if generators is None else generators
-    return SVGP(x, y, kernel, Softmax(CLASSES) if likelihood is None else likelihood, config, generators)
+    return SVGP(Problem(x, y, kernel, Softmax(CLASSES) if likelihood is None else likelihood, generators), config)
 
 
 def perturb_q(method: SVGP, seed: int = 5) -> None:
@@ -146,8 +146,8 @@ def test_c_classes_are_c_single_latent_svgps_sharing_z_and_kernel(method_config)
     assert mean.shape == var.shape == (7, CLASSES)
     singles = []
     for c in range(CLASSES):
-        single = SVGP(x, y, method.kernel, GaussianLikelihood(0.1), method_config("svgp", 5, 30),
-                      torch.Generator().manual_seed(0))
+        single = SVGP(Problem(x, y, method.kernel, GaussianLikelihood(0.1), torch.Generator().manual_seed(0)),
+                      method_config("svgp", 5, 30))
         with torch.no_grad():
             single.inducing_inputs.copy_(method.inducing_inputs)
             single.q_mean.copy_(method.q_mean[c])
@@ -219,7 +219,7 @@ def fixed_method(method_config, data, seed: int = 0, **options) -> SVGP:
                                                       "learn_inducing_inputs": False,
                                                       "online_hyperparameters": False} | options))
     kernel, likelihood = RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1)
-    return SVGP(x, y, kernel, likelihood, config, torch.Generator().manual_seed(seed))
+    return SVGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(seed)), config)
 
 
 def fresh_factor(method: SVGP) -> torch.Tensor:

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpstudy.methods import build_method
+from gpstudy.methods import METHODS, Problem, build_method
+from gpstudy.methods.base import InferenceNetworkMethod
 from gpstudy.metrics import task_metrics
 from gpstudy.nets import RFE
 from gpstudy.training import fit
@@ -39,7 +40,7 @@ def train_and_evaluate(settings_for, method: str, dtype: str, rows) -> dict[str,
     settings = settings_for(method, M, dtype=dtype, **SMALL)
     kernel, likelihood = settings.build_kernel(x.shape[-1]), settings.build_likelihood()
     generator = torch.Generator().manual_seed(0)
-    model = build_method(method, x, y, kernel, likelihood, settings.method_config(x.shape[-2]), generator)
+    model = build_method(method, Problem(x, y, kernel, likelihood, generator), settings.method_config(x.shape[-2]))
     fit(model, x, y, iterations=settings.iterations, batch_size=settings.batch_size, lr=settings.lr,
         generators=generator, evaluate=dict, eval_every=10**9)
     with torch.no_grad():
@@ -53,7 +54,8 @@ def test_mixed_settings_reach_the_network(settings_for):
     assert settings.torch_dtype() == torch.float64 and settings.feature_dtype() == torch.float32
     kernel, likelihood = settings.build_kernel(2), settings.build_likelihood()
     x = torch.randn(30, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    model = build_method("fbnn", x, x.sum(-1), kernel, likelihood, settings.method_config(30), torch.Generator())
+    model = build_method("fbnn", Problem(x, x.sum(-1), kernel, likelihood, torch.Generator()),
+                         settings.method_config(30))
     assert model.network.feature_dtype == torch.float32
     assert settings_for("fbnn", M).method_config(30).feature_dtype == torch.float64  # float64 by default
 
@@ -85,15 +87,16 @@ def test_mixed_fbnn_gradient_is_float64_s_to_float32_rounding(shared_data, setti
     gradients = []
     for dtype in ("float64", "mixed"):
         settings = settings_for("fbnn", M, dtype=dtype, **SMALL)
-        model = build_method("fbnn", x, y, settings.build_kernel(x.shape[-1]), settings.build_likelihood(),
-                             settings.method_config(x.shape[-2]), torch.Generator().manual_seed(0))
+        problem = Problem(x, y, settings.build_kernel(x.shape[-1]), settings.build_likelihood(),
+                          torch.Generator().manual_seed(0))
+        model = build_method("fbnn", problem, settings.method_config(x.shape[-2]))
         model.loss(x[:50], y[:50], 1, torch.Generator().manual_seed(3)).backward()
         gradients.append(torch.cat([parameter.grad.flatten() for parameter in model.network.parameters()]))
     exact, mixed = gradients
     assert (mixed - exact).norm() <= 1e-5 * exact.norm()
 
 
-@pytest.mark.parametrize("method", ["gpnet", "fbnn"])
+@pytest.mark.parametrize("method", [name for name, method in METHODS.items() if issubclass(method, InferenceNetworkMethod)])
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_mixed_precision_gives_float64_metrics(shared_data, settings_for, method, dataset):
     rows = uci_rows(shared_data, dataset)

@@ -11,7 +11,7 @@ import torch
 from gpstudy.data import Split
 from gpstudy.methods import METHODS
 from gpstudy.training import BatchSampler, exact_reference, run_splits, train_splits
-from gpstudy.training.run import Problem
+from gpstudy.training.run import SplitsProblem
 
 
 def toy_split(n=60, n_test=20, d=2, seed=0):
@@ -72,10 +72,9 @@ def test_batch_parameters_equal_each_split_alone(settings_for):
                             measurement="train", online_hyperparameters=True)
     trained = {}
     for name, chosen in (("batch", splits), ("alone", {2: splits[2]})):
-        problem = Problem(chosen, settings, None)
-        method = build_method("gpnet", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                              settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std),
-                              problem.generators)
+        problem = SplitsProblem(chosen, settings, None)
+        method = build_method("gpnet", problem,
+                              settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std))
         fit(method, problem.x_train, problem.y_train, iterations=25, batch_size=16, lr=0.01,
             generators=problem.generators, evaluate=dict, eval_every=100)
         trained[name] = method.state_dict()
@@ -204,9 +203,8 @@ def test_predictions_in_chunks_keep_every_latent(monkeypatch, settings_for):
 
     split = labelled_split()
     settings = settings_for("autogp", 4, likelihood="softmax", likelihood_options={"classes": 3})
-    problem = Problem({0: split, 1: split}, settings, None)
-    method = run_module.build_method("autogp", problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                                     settings.method_config(20), problem.generators)
+    problem = SplitsProblem({0: split, 1: split}, settings, None)
+    method = run_module.build_method("autogp", problem, settings.method_config(20))
     whole = run_module.predict(method, problem.x_test)
     monkeypatch.setattr(method, "predict_chunk", 3)
     chunked = run_module.predict(method, problem.x_test)
