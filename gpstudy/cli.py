@@ -7,14 +7,14 @@ from pathlib import Path
 import torch
 
 from gpstudy import paths
-from gpstudy.config import data_plan, dataset_of, load_config
 from gpstudy.data import DATASETS, PROTOCOLS, Dataset, fetch_dataset, prepare_split, prepare_table
 from gpstudy.io import read_json
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.memory import keep_freed_memory
-from gpstudy.metrics import TASK_METRICS
 from gpstudy.methods import METHODS
-from gpstudy.training import run_job, run_settings
+from gpstudy.metrics import TASK_METRICS
+from gpstudy.study import data_plan, dataset_of, load_config, run_settings
+from gpstudy.training import run_job
 
 CONFIG_HELP = ("config files, merged in order as Snakemake merges --configfile over config.yaml "
                "(default: config.yaml; the quick study: config.yaml configs/quick.yaml)")

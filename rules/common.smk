@@ -3,10 +3,10 @@
 from dataclasses import asdict
 
 from gpstudy import paths
-from gpstudy.config import data_plan, data_stage_params, experiment_targets, splits_of, study_jobs, validate_config
 from gpstudy.data import PROTOCOLS
 from gpstudy.metrics import TASK_METRICS
-from gpstudy.training.settings import exact_gp_settings, run_settings
+from gpstudy.study import data_plan, data_stage_params, experiment_targets, splits_of, study_jobs, validate_config
+from gpstudy.study.settings import exact_gp_settings, run_settings
 
 validate_config(config)
 
@@ -92,7 +92,7 @@ def pretrain_gpus(wildcards):
 
 
 def data_params(stage):
-    """The params of a data rule: every setting its output depends on (gpstudy.config.data_stage_params)."""
+    """The params of a data rule: every setting its output depends on (gpstudy.study.data_stage_params)."""
 
     def params(wildcards):
         return data_stage_params(config, wildcards.dataset, wildcards.protocol)[stage]

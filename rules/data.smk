@@ -1,6 +1,6 @@
 """Data stage: fetch (checksummed, mirror first) -> table -> standardized splits.
 
-Each rule's params are every setting its output depends on (gpstudy.config.data_stage_params): a changed
+Each rule's params are every setting its output depends on (gpstudy.study.data_stage_params): a changed
 one reruns the rule and, its output remade, every job downstream."""
 
 

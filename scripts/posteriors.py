@@ -7,7 +7,8 @@ from gpstudy.job import start_job
 from gpstudy.plots import posteriors
 from gpstudy.pretrain import read_hyperparameters
 from gpstudy.results import collect_predictions
-from gpstudy.training import RunSettings, exact_reference
+from gpstudy.study import RunSettings
+from gpstudy.training import exact_reference
 
 start_job(snakemake.log[0])
 split = load_split(snakemake.input.split)

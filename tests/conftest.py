@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpstudy.config import load_config
 from gpstudy.methods import MethodConfig
-from gpstudy.training import RunSettings, run_settings
+from gpstudy.study import RunSettings, load_config, run_settings
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS_WITH_FEATURES = {  # every kernel with a random-feature map: test id -> (registry name, options)

@@ -1,7 +1,7 @@
 """Every setting that shapes a data file reruns exactly the jobs that depend on it (issue #25, items 1-2).
 
 Snakemake reruns a job whose params changed, and every job downstream of one it reruns; the data
-rules' params are ``gpstudy.config.data_stage_params``. The unit tests change each data set key the
+rules' params are ``gpstudy.study.data_stage_params``. The unit tests change each data set key the
 schema knows and check which stages' params change; the workflow test runs a tiny study of a user's
 own CSV once, then asks Snakemake (dry runs) which jobs each change would rerun, and reruns one.
 """
@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from gpstudy import paths
-from gpstudy.config import DATA_STAGES, data_plan, data_stage_params, load_config, merge, training_keys
 from gpstudy.data import DATASETS
 from gpstudy.methods import METHODS
+from gpstudy.study import DATA_STAGES, data_plan, data_stage_params, load_config, merge, training_keys
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -58,7 +58,7 @@ def changed_stages(before: dict, after: dict, dataset: str = "mydata", protocol:
 
 def test_every_data_set_key_is_classified():
     """A key added to the schema's ``dataset_options`` must be added to DATA_KEYS, saying what it reruns."""
-    schema = yaml.safe_load((REPO / "gpstudy/config.schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "gpstudy/study/config.schema.yaml").read_text())
     keys = set(schema["properties"]["dataset_options"]["additionalProperties"]["properties"])
     run_keys = set(training_keys()) | {key for method in METHODS.values() for key in method.options_schema} | {"methods"}
     assert keys - run_keys == set(DATA_KEYS)

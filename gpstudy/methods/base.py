@@ -13,7 +13,7 @@ from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import LIKELIHOODS, ONE_LATENT, GaussianLikelihood, Likelihood
 from gpstudy.measurement import SAMPLERS, build_measurement_sampler
 from gpstudy.nets import NETWORKS
-from gpstudy.settings import PREDICT_CHUNK
+from gpstudy.numerics import PREDICT_CHUNK
 
 
 @dataclass(frozen=True)

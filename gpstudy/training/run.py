@@ -23,9 +23,9 @@ from gpstudy.methods import Method, MethodConfig, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
                               readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
+from gpstudy.study.settings import RunSettings
 from gpstudy.training.finished import finished_path, job_identity, keep_outputs, restore_outputs
 from gpstudy.training.fit import fit
-from gpstudy.training.settings import RunSettings
 
 log = logging.getLogger(__name__)
 

@@ -129,7 +129,7 @@ def test_split_file_round_trip(tmp_path):
 
 
 def test_drop_features_leaves_columns_out_of_every_split(tmp_path, study_config):
-    from gpstudy.config import data_plan, merge
+    from gpstudy.study import data_plan, merge
     from gpstudy.data import get_dataset, load_split, prepare_split, save_table
 
     rng = np.random.default_rng(0)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.gaussian import add_jitter, cholesky, entropy, inverse_positive, kl_to_standard_normal, log_density
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
@@ -15,7 +15,7 @@ from gpstudy.methods import SVGP, MethodConfig
 from gpstudy.methods.autogp import (AutoGP, expected_log_prob, is_loo_step, leave_one_out,
                                     mixture_entropy_bound)
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N, D, M = 20, 2, 5
 OPTIONS = {"components": 1, "covariance": "full", "samples": 100, "variational_phase": 2, "loo_phase": 0,
            "online_hyperparameters": True}

@@ -6,13 +6,13 @@ import re
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import METHODS, Method, MethodConfig, build_method
 from gpstudy.optim import optimizer_step
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N, D, BATCH = 40, 2, 10
 OPTIONS = {"hidden_units": 15, "measurement": "noisy"}  # for the methods that have these options
 NAMES = sorted(METHODS)

@@ -7,12 +7,12 @@ import jsonschema
 import numpy as np
 import torch
 
-from gpstudy.config import method_names, object_schema, training_keys
 from gpstudy.data.registry import Dataset
 from gpstudy.devices import resolve_device
 from gpstudy.kernels import KERNELS, Kernel, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 from gpstudy.methods import METHODS, MethodConfig
+from gpstudy.study.schema import object_schema, training_keys
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every training run (see run_settings)
 DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
@@ -22,6 +22,11 @@ DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, sol
 }
 
 
+def method_names(config: dict[str, Any]) -> list[str]:
+    """Every method a run may name: the registered ones and the config's variants of them."""
+    return sorted({*METHODS, *config.get("variants", {})})
+
+
 class SettingsError(ValueError):
     """Settings that do not fit together (a kernel, likelihood or option the method cannot take)."""
 
@@ -29,7 +34,7 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class RunSettings:
     """Everything one run of one method needs; the fields are the config's ``training`` keys (see
-    ``config.schema.yaml`` for their meaning), the method and M, the seed and the method's own options.
+    ``gpstudy/study/config.schema.yaml`` for their meaning), the method and M, the seed and the method's own options.
     No field has a default here: ``run_settings`` takes them from the config."""
 
     method: str  # a name in gpstudy.methods.METHODS (a variant's registered method)
