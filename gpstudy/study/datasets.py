@@ -6,7 +6,7 @@ from typing import Any
 from gpstudy.data.registry import ONE_SPLIT_PROTOCOLS, Dataset, get_dataset, plain
 
 USER_DATASET_KEYS = ("source", "format", "target", "task")  # a data set's options that define a user data set
-DATA_STAGES = ("fetch", "table", "split")  # the data rules, in order: raw files -> table -> splits
+DATA_STAGES = ("fetch", "tabulate", "split")  # the data rules, in order: raw files -> table -> splits
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def data_stage_params(config: dict[str, Any], name: str, protocol: str) -> dict[
 
     Each stage gets whole the values its script hands to gpstudy, resolved from the config as the script
     resolves them (``dataset_of``, ``data_plan``): fetch the data set's files for ``protocol`` (path and
-    sha256); table the data set (``Dataset.spec``: its reader with the reader's options, task, files, pins,
+    sha256); tabulate the data set (``Dataset.spec``: its reader with the reader's options, task, files, pins,
     shape); split the data set, the seed and the plan's split options, which the split script passes on
     as they are. A field added to ``Dataset``, ``FileSpec`` or the plan's split options, or an option bound
     to a user data set's reader, is in the params with no edit here. Left out: where a file is found (the
@@ -64,6 +64,6 @@ def data_stage_params(config: dict[str, Any], name: str, protocol: str) -> dict[
     """
     dataset = dataset_of(config, name)
     return {"fetch": {"files": plain(dataset.files(protocol))},
-            "table": {"dataset": dataset.spec()},
+            "tabulate": {"dataset": dataset.spec()},
             "split": {"dataset": dataset.spec(), "seed": config["seed"],
                       "options": plain(data_plan(config, name).split_options())}}

@@ -205,8 +205,8 @@ def test_months_reach_the_reader_and_the_table_stage_params(tmp_path, study_conf
     merge(whole_year, {"dataset_options": {"airline": {"months": list(range(1, 13))}}})
     validate_config(whole_year)
     assert dataset_of(whole_year, "airline").read(tmp_path).y.size == 24
-    # in the table stage's params, so a change reruns it (tests/test_rerun.py)
-    assert data_stage_params(whole_year, "airline", "random")["table"]["dataset"]["read"]["keywords"] == {"months": list(range(1, 13))}
+    # in the tabulate stage's params, so a change reruns it (tests/test_rerun.py)
+    assert data_stage_params(whole_year, "airline", "random")["tabulate"]["dataset"]["read"]["keywords"] == {"months": list(range(1, 13))}
 
 
 @pytest.mark.parametrize("options, message", [
