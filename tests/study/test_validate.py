@@ -9,7 +9,7 @@ import yaml
 from gpstudy.study import (ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, run_settings,
                            splits_of, study_jobs, validate_config)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
 
 
