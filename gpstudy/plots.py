@@ -16,9 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from gpstudy.io import atomic_path
-from gpstudy.metrics import TASK_METRICS
+from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
 from gpstudy.paper import METRICS, paper_columns, paper_datasets, pbp_table
-from gpstudy.tables import METHOD_NAMES, METRIC_NAMES, dataset_label, in_order, mean_and_se, method_label
+from gpstudy.tables import METHOD_NAMES, dataset_label, in_order, mean_and_se, method_label
 
 DPI = 150  # resolution of the PNG files
 VIOLIN_PANEL = (2.2, 3.0)  # inches: width and height of one violin panel (two rows of them)

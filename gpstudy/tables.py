@@ -15,13 +15,12 @@ import numpy as np
 import pandas as pd
 
 from gpstudy.io import atomic_path
+from gpstudy.metrics import METRIC_NAMES
 from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
 
 METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP", "orth": "ORTH",
                 "orthnat": "ORTHNAT", "autogp": "AutoGP", "autogp_loo": "AutoGP LOO",
                 "autogp_arccos": "AutoGP arc-cosine"}  # display names of methods and config.yaml's variants, in plot order
-METRIC_NAMES = {"rmse": "Test RMSE", "error_rate": "Test error rate",
-                "test_ll": "Test log-likelihood"}  # display names of the metrics
 AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined standard errors (STUDY.md)
 PAPER_ROUNDING = 0.0005  # the paper prints 3 decimals: its standard errors are known to +-0.0005
 KEYS = ["dataset", "method", "M"]  # one cell of Tables 3 and 4
