@@ -239,7 +239,7 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
                        "seconds": np.nan,
-                       "device": str(settings.torch_device()), "seed": settings.seed + s,
+                       "device": settings.device, "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}
     for s, metrics in results.items():
