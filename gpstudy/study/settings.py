@@ -27,6 +27,11 @@ def method_names(config: dict[str, Any]) -> list[str]:
     return sorted({*METHODS, *config.get("variants", {})})
 
 
+def variant_labels(config: dict[str, Any]) -> dict[str, str]:
+    """The display names the config's variants give themselves (``label``), variant -> name, in its order."""
+    return {name: variant["label"] for name, variant in config.get("variants", {}).items() if "label" in variant}
+
+
 class SettingsError(ValueError):
     """Settings that do not fit together (a kernel, likelihood or option the method cannot take)."""
 
@@ -157,6 +162,7 @@ def traced_run_settings(config: dict[str, Any], dataset: str | None,
     name, M = given.pop("method"), given.pop("M")
     variant = dict(config.get("variants", {}).get(name, {}))
     method = variant.pop("method", name)
+    variant.pop("label", None)  # its display name (variant_labels), no setting
     if method not in METHODS:
         raise SettingsError(f"unknown method {name!r}; known: {', '.join(method_names(config))}")
     training, option_names = set(training_keys()), set(METHODS[method].options_schema)

@@ -41,7 +41,8 @@ def printed_settings(capsys, files: list[Path], dataset: str, method: str, M: in
     """``gpstudy settings``' lines after its header, key -> (value, source)."""
     main(["settings", "--dataset", dataset, "--method", method, "--M", str(M), "--config", *map(str, files)])
     lines = capsys.readouterr().out.splitlines()[1:]
-    return {match[1]: (match[2], match[3]) for match in (re.fullmatch(r"(\w+) = (.*?)\s{3,}(.*)", line) for line in lines)}
+    matches = [re.fullmatch(r"(\w+) = (.*?)\s{3,}(.*)", line) for line in lines]
+    return {match[1]: (match[2], match[3]) for match in matches}
 
 
 def test_each_layer_wins_where_it_should_and_is_named(tmp_path, capsys, monkeypatch):
