@@ -100,12 +100,12 @@ def main(argv: list[str] | None = None) -> None:
             for line in recorded_hashes(dataset):
                 print(line)
     elif args.command == "settings":
-        config, origins = load_traced_config(*args.config, overrides_source=CALLER)
+        config, sources = load_traced_config(*args.config, overrides_source=CALLER)
         print(f"{args.method} at M = {args.M} on {args.dataset}; each setting's source, lowest precedence first: "
               "training, methods.<method>, dataset_options.<dataset>, dataset_options.<dataset>.methods.<method>, "
               "variants.<variant>, the study-wide iterations and device, the command line; a later file of "
               "--config wins over an earlier one at the same key")
-        for line in settings_lines(config, origins, args.dataset, args.method, args.M):
+        for line in settings_lines(config, sources, args.dataset, args.method, args.M):
             print(line)
     elif args.command == "prepare":
         config = load_config(*args.config, overrides={"mirror": args.mirror})

@@ -8,7 +8,7 @@ the merge that builds the config.
 import json
 from typing import Any
 
-from gpstudy.study.files import KeyPath
+from gpstudy.study.files import Sources
 from gpstudy.study.schema import training_keys
 from gpstudy.study.settings import traced_run_settings
 
@@ -16,31 +16,22 @@ CALLER = "the command line"  # where a setting the caller passed (method, M, an 
 WIDTH = 40  # "key = value" padded to this many characters before its source (a longer one is not cut)
 
 
-def origin(origins: dict[KeyPath, str], path: KeyPath) -> str:
-    """The sources (`` + ``-joined, in merge order) of the value at ``path``: the one that set ``path``
-    or the mapping holding it, and any that changed a key inside it."""
-    above = next((origins[path[:n]] for n in range(len(path), 0, -1) if path[:n] in origins), None)
-    below = [source for known, source in origins.items() if len(known) > len(path) and known[:len(path)] == path]
-    return " + ".join(dict.fromkeys([*([above] if above else []), *below]))
-
-
-def settings_lines(config: dict[str, Any], origins: dict[KeyPath, str], dataset: str, method: str,
-                   M: int) -> list[str]:
+def settings_lines(config: dict[str, Any], sources: Sources, dataset: str, method: str, M: int) -> list[str]:
     """One line per resolved setting of ``method`` at ``M`` on ``dataset``: ``key = value`` and where it
-    came from (``file: key.path``; a method option under its key; "auto" devices as resolved here)."""
-    settings, sources = traced_run_settings(config, dataset, method=method, M=M)
+    came from (``file:line: key.path``; a method option under its key; "auto" devices as resolved here)."""
+    settings, paths = traced_run_settings(config, dataset, method=method, M=M)
     values = {"method": settings.method, "M": settings.M, "seed": settings.seed,
               **{key: getattr(settings, key) for key in training_keys()}, **settings.options}
     rows = []
     for key, value in values.items():
-        path = sources[key]
-        where = CALLER if path is None else f"{origin(origins, tuple(path.split('.')))}: {path}"
+        path = paths[key]
+        where = CALLER if path is None else f"{sources.of(tuple(path.split('.')))}: {path}"
         written = _value_at(config, path)
         if path is not None and written != value:  # the device: "auto" as this process resolved it
             where += f" ({_shown(written)}, resolved here)"
         rows.append((f"{key} = {_shown(value)}", where))
-    width = min(max(len(left) for left, _ in rows), WIDTH) + 3
-    return [f"{left:{width}s}{where}" for left, where in rows]
+    width = min(max(len(left) for left, _ in rows), WIDTH)
+    return [f"{left:{width}s}   {where}" for left, where in rows]
 
 
 def _value_at(config: dict[str, Any], path: str | None) -> Any:

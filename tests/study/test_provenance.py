@@ -8,8 +8,7 @@ import yaml
 
 from gpstudy.cli import main
 from gpstudy.study import load_config, run_settings, training_keys
-from gpstudy.study.files import merge
-from gpstudy.study.provenance import origin
+from gpstudy.study.files import Sources, key_lines, merge
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = {  # one key won at each layer, lowest precedence first
@@ -51,8 +50,11 @@ def test_each_layer_wins_where_it_should_and_is_named(tmp_path, capsys, monkeypa
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(OVERLAY))
     (tmp_path / "later.yaml").write_text(yaml.safe_dump(LATER))
     files = [Path("config.yaml"), Path("overlay.yaml"), Path("later.yaml")]
-    shown = printed_settings(capsys, files, "boston", "fastnet", 5)
+    printed = printed_settings(capsys, files, "boston", "fastnet", 5)
+    shown = {key: (value, re.sub(r"^([^:]+):\d+: ", r"\1: ", source)) for key, (value, source) in printed.items()}
     assert {key: shown[key] for key in EXPECTED} == EXPECTED
+    line = int(re.match(r"config\.yaml:(\d+): ", printed["measurement"][1])[1])  # the line of the key, in the file
+    assert (tmp_path / "config.yaml").read_text().splitlines()[line - 1].strip().startswith("measurement: noisy")
     device, source = shown["device"]  # "auto", resolved in this process
     assert device in ("cpu", "cuda") and source == "config.yaml: training.device (auto, resolved here)"
     settings = run_settings(load_config(*files), "boston", method="fastnet", M=5)  # what the jobs train with
@@ -63,12 +65,40 @@ def test_each_layer_wins_where_it_should_and_is_named(tmp_path, capsys, monkeypa
 
 
 def test_the_origin_of_a_mapping_names_every_file_that_changed_it():
-    config, origins = {}, {}
-    merge(config, {"training": {"kernel_options": {"a": 1}, "lr": 1.0}}, origins, "one.yaml")
-    merge(config, {"training": {"kernel_options": {"b": 2}}}, origins, "two.yaml")
-    assert origin(origins, ("training", "kernel_options")) == "one.yaml + two.yaml"
-    assert origin(origins, ("training", "kernel_options", "b")) == "two.yaml"
-    assert origin(origins, ("training", "lr")) == "one.yaml"
-    merge(config, {"training": {"kernel_options": None}}, origins, "three.yaml")  # replaced whole: one source
-    assert origin(origins, ("training", "kernel_options")) == "three.yaml"
+    config, sources = {}, Sources()
+    merge(config, {"training": {"kernel_options": {"a": 1}, "lr": 1.0}}, sources.set_by, "one.yaml")
+    merge(config, {"training": {"kernel_options": {"b": 2}}}, sources.set_by, "two.yaml")
+    assert sources.of(("training", "kernel_options")) == "one.yaml + two.yaml"
+    assert sources.of(("training", "kernel_options", "b")) == "two.yaml"
+    assert sources.of(("training", "lr")) == "one.yaml"
+    merge(config, {"training": {"kernel_options": None}}, sources.set_by, "three.yaml")  # replaced whole: one source
+    assert sources.of(("training", "kernel_options")) == "three.yaml"
     assert config == {"training": {"kernel_options": None, "lr": 1.0}}
+
+
+def test_a_key_merged_from_an_anchor_is_on_the_anchors_line():
+    text = """methods:
+  gpnet:
+    <<: &shared
+      hidden_units: 1000
+      network: rfe
+    xi: 1.0
+  fbnn:
+    <<: *shared
+    network: ntk
+"""
+    lines = key_lines(text)
+    assert lines[("methods", "fbnn", "hidden_units")] == 4  # written under gpnet, reached through the anchor
+    assert lines[("methods", "fbnn", "network")] == 9  # its own key wins over the merged one
+    assert lines[("methods", "gpnet", "xi")] == 6 and lines[("methods", "fbnn")] == 7
+    assert ("methods", "fbnn", "<<") not in lines and ("methods", "gpnet", "<<") not in lines
+
+
+def test_the_docs_excerpt_is_what_the_command_prints(capsys, monkeypatch):
+    page = (REPO / "docs/configuration.md").read_text()
+    block = r"```bash\n\.venv/bin/gpstudy (settings [^\n]*)\n```\n\n```text\n(.*?)```"  # the command, then its excerpt
+    command, excerpt = re.search(block, page, re.S).groups()
+    monkeypatch.chdir(REPO)
+    main(command.split())
+    printed = capsys.readouterr().out.splitlines()
+    assert len(excerpt.splitlines()) > 3 and set(excerpt.splitlines()) <= set(printed)
