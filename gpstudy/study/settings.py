@@ -39,8 +39,8 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class RunSettings:
     """Everything one run of one method needs; the fields are the config's ``training`` keys (see
-    ``gpstudy/study/config.schema.yaml`` for their meaning), the method and M, the seed and the method's own options.
-    No field has a default here: ``run_settings`` takes them from the config."""
+    ``gpstudy/study/config.schema.yaml`` for their meaning), the method and M, the seed and the method's
+    own options. No field has a default here: ``run_settings`` takes them from the config."""
 
     method: str  # a name in gpstudy.methods.METHODS (a variant's registered method)
     M: int  # inducing (SVGP) or measurement (GPNet, FBNN) points
