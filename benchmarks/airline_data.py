@@ -150,7 +150,7 @@ def write_synthetic(folder: Path, rows: int, seed: int = 0) -> None:
 def stage(workdir: Path, train_size: int, test_size: int, months: list[int] | None) -> None:
     """The data stage of the pipeline on ``workdir/mirror``: fetch, table (config.yaml's months unless
     ``months``), split 0 (run in the child)."""
-    from gpstudy.config import dataset_of, load_config
+    from gpstudy.study import dataset_of, load_config
     from gpstudy.data import load_table, prepare_split, prepare_table
     from gpstudy.data.prepare import fetch_dataset
 

@@ -25,8 +25,8 @@ import torch
 
 import speed  # benchmarks/speed.py, beside this script
 from gpstudy import device_check as check
-from gpstudy.config import load_config
 from gpstudy.io import atomic_path
+from gpstudy.study import load_config
 from gpstudy.training.probes import PROBES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -45,12 +45,12 @@ except ImportError:
     sys.exit("benchmarks/peers.py needs GPyTorch: pip install -e '.[bench]'")
 
 from gpstudy.devices import synchronize
-from gpstudy.config import load_config
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import Method, Problem, build_method
-from gpstudy.training import run_settings
+from gpstudy.study import load_config, run_settings
+
 
 D, LR, NOISE_STD, WARMUP = 8, 0.003, 0.1, 5
 STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # SVGP's default options

@@ -26,12 +26,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
-from gpstudy.config import load_config
 from gpstudy.device_check import matmul_rate
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import Problem, build_method
-from gpstudy.training import fit, run_settings
-from gpstudy.training.settings import DTYPES
+from gpstudy.study import load_config, run_settings
+from gpstudy.study.settings import DTYPES
+from gpstudy.training import fit
 
 STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # the methods' default options
 

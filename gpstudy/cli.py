@@ -7,14 +7,16 @@ from pathlib import Path
 import torch
 
 from gpstudy import paths
-from gpstudy.config import data_plan, dataset_of, load_config
 from gpstudy.data import DATASETS, PROTOCOLS, Dataset, fetch_dataset, prepare_split, prepare_table
 from gpstudy.io import read_json
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.memory import keep_freed_memory
-from gpstudy.metrics import TASK_METRICS
 from gpstudy.methods import METHODS
-from gpstudy.training import run_job, run_settings
+from gpstudy.metrics import TASK_METRICS
+from gpstudy.study import data_plan, dataset_of, load_config, run_settings
+from gpstudy.study.files import load_traced_config
+from gpstudy.study.provenance import CALLER, settings_lines
+from gpstudy.training import run_job
 
 CONFIG_HELP = ("config files, merged in order as Snakemake merges --configfile over config.yaml "
                "(default: config.yaml; the quick study: config.yaml configs/quick.yaml)")
@@ -84,6 +86,12 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--out", type=Path, help=f"run folder (default {RUN_DIR}); with several splits, "
                        "one folder per split in it: OUT/split{s}/metrics.json")
     train.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    shown = commands.add_parser("settings", help="print every resolved setting of one run, each with the file "
+                                "and key path it came from")
+    shown.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
+    shown.add_argument("--method", required=True, help="a registered method or a variant the config defines")
+    shown.add_argument("--M", type=int, required=True, help="inducing or measurement points")
+    shown.add_argument("--config", type=Path, nargs="+", default=[Path("config.yaml")], help=CONFIG_HELP)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "datasets":
@@ -91,6 +99,14 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{dataset.name:10s} {dataset.task:15s} protocol={dataset.protocol} shape={dataset.shape}")
             for line in recorded_hashes(dataset):
                 print(line)
+    elif args.command == "settings":
+        config, sources = load_traced_config(*args.config, overrides_source=CALLER)
+        print(f"{args.method} at M = {args.M} on {args.dataset}; each setting's source, lowest precedence first: "
+              "training, methods.<method>, dataset_options.<dataset>, dataset_options.<dataset>.methods.<method>, "
+              "variants.<variant>, the study-wide iterations and device, the command line; a later file of "
+              "--config wins over an earlier one at the same key")
+        for line in settings_lines(config, sources, args.dataset, args.method, args.M):
+            print(line)
     elif args.command == "prepare":
         config = load_config(*args.config, overrides={"mirror": args.mirror})
         for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:

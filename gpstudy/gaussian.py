@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.host_sync import deliberate
 
 logger = logging.getLogger(__name__)
@@ -30,12 +30,12 @@ class CholeskyError(RuntimeError):
 
 def positive(raw: Tensor) -> Tensor:
     """Map an unconstrained parameter to a positive value: softplus(raw) + POSITIVE_FLOOR."""
-    return F.softplus(raw) + settings.POSITIVE_FLOOR
+    return F.softplus(raw) + numerics.POSITIVE_FLOOR
 
 
 def inverse_positive(value: Tensor) -> Tensor:
     """The unconstrained parameter whose ``positive`` is ``value`` (value > POSITIVE_FLOOR)."""
-    shifted = value - settings.POSITIVE_FLOOR
+    shifted = value - numerics.POSITIVE_FLOOR
     return shifted + torch.log(-torch.expm1(-shifted))  # log(exp(v) - 1), stable for large v
 
 
@@ -103,7 +103,7 @@ def add_diagonal(matrix: Tensor, value: Tensor | float) -> Tensor:
 
 def add_jitter(matrix: Tensor) -> Tensor:
     """``matrix + JITTER * I``: what every kernel and network covariance carries."""
-    return add_diagonal(matrix, settings.JITTER)
+    return add_diagonal(matrix, numerics.JITTER)
 
 
 class FactorChecks:
@@ -140,7 +140,7 @@ def deferred_factor_checks() -> Iterator[FactorChecks]:
 def cholesky(matrix: Tensor) -> Tensor:
     """Lower Cholesky factor, retrying the failed matrices of a batch with growing jitter.
 
-    The jitter of each matrix grows on its own (JITTER, 10 JITTER, ..., ``settings.CHOLESKY_MAX_TRIES``
+    The jitter of each matrix grows on its own (JITTER, 10 JITTER, ..., ``numerics.CHOLESKY_MAX_TRIES``
     tries), so one split's trouble never changes another split's numbers; the check costs one device
     sync per call, not per matrix. A matrix that no jitter saves, or that holds NaN (a split already
     lost), gets a NaN factor: its split becomes a failed run while the others go on. When every
@@ -163,10 +163,10 @@ def cholesky(matrix: Tensor) -> Tensor:
         lost = ~torch.isfinite(matrix).all(-1).all(-1)  # nothing to retry
         retry = (info > 0) & ~lost
         jitter = torch.zeros(info.shape, dtype=matrix.dtype, device=matrix.device)
-        for attempt in range(settings.CHOLESKY_MAX_TRIES):
+        for attempt in range(numerics.CHOLESKY_MAX_TRIES):
             if not retry.any():
                 break
-            tried = settings.JITTER * 10.0**attempt
+            tried = numerics.JITTER * 10.0**attempt
             logger.warning("Cholesky of %d of %d matrices (%d x %d) failed; retrying them with jitter %.1e",
                            int(retry.sum()), retry.numel(), size, size, tried)
             jitter = torch.where(retry, tried, jitter)

@@ -1,17 +1,17 @@
 """Batched k-means in torch: greedy k-means++ seeding, then Lloyd's iterations, for all splits at once.
 
 The algorithm is scikit-learn's ``KMeans`` with its defaults (one run, greedy k-means++ with
-2 + floor(ln M) candidates per centre, Lloyd's iterations up to ``settings.KMEANS_MAX_ITER``,
-stopping when the squared shift of the centres is at most ``settings.KMEANS_TOL`` times the mean
+2 + floor(ln M) candidates per centre, Lloyd's iterations up to ``numerics.KMEANS_MAX_ITER``,
+stopping when the squared shift of the centres is at most ``numerics.KMEANS_TOL`` times the mean
 per-feature variance), written as tensor operations over a leading split dimension so that it runs
 on the data's device. Two choices differ from scikit-learn: an empty cluster keeps its centre (rather
 than moving to the farthest point: rare after k-means++, and it needs no data-dependent branch), and
-the convergence is read on the host only every ``settings.KMEANS_CHECK_EVERY`` iterations (each split
+the convergence is read on the host only every ``numerics.KMEANS_CHECK_EVERY`` iterations (each split
 stops updating at its own convergence, on the device, so its centres do not depend on the others).
 
 Each split's draws come from its own generator, a fixed number of them, so a split gets the same
 centres in a batch as alone. Lloyd's distances to the centres are computed in chunks of points of at
-most ``settings.KMEANS_CHUNK`` entries over the whole batch; k-means++ holds B x L x N distances (L =
+most ``numerics.KMEANS_CHUNK`` entries over the whole batch; k-means++ holds B x L x N distances (L =
 2 + floor(ln M) candidates). On a GPU the sums of a cluster's points (``index_add_``) are bitwise
 repeatable only under ``torch.use_deterministic_algorithms``.
 """
@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy import settings
+from gpstudy import numerics
 
 
 def kmeans(x: Tensor, num_centres: int, generators: draws.Generators) -> Tensor:
@@ -42,7 +42,7 @@ def kmeans(x: Tensor, num_centres: int, generators: draws.Generators) -> Tensor:
     trials = 2 + int(math.log(num_centres))
     uniforms = draws.rand((num_centres * trials,), generators, x).reshape(len(points), num_centres, trials)
     centres = _greedy_kmeans_plus_plus(points, uniforms)
-    tolerance = settings.KMEANS_TOL * points.var(-2, correction=0).mean(-1)  # [B]
+    tolerance = numerics.KMEANS_TOL * points.var(-2, correction=0).mean(-1)  # [B]
     centres = _lloyd(points, centres, tolerance)
     return (centres + mean).reshape(*batch, num_centres, dim)
 
@@ -84,7 +84,7 @@ def _squared_distances(columns: Tensor, squared_norms: Tensor, centres: Tensor, 
 def _lloyd(x: Tensor, centres: Tensor, tolerance: Tensor) -> Tensor:
     """Lloyd's iterations from ``centres`` ``[B, M, D]``: each point to its closest centre, each centre to
     the mean of its points. Split b stops at the first iteration whose squared shift of the centres is at
-    most ``tolerance[b]``, or after ``settings.KMEANS_MAX_ITER`` iterations.
+    most ``tolerance[b]``, or after ``numerics.KMEANS_MAX_ITER`` iterations.
 
     A stopped split keeps its centres (``torch.where``, on the device); at each check on the host the
     stopped splits leave the batch, so a batch costs the sum of its splits' iterations, not the most.
@@ -93,12 +93,12 @@ def _lloyd(x: Tensor, centres: Tensor, tolerance: Tensor) -> Tensor:
     moving = torch.arange(len(x), device=x.device)  # the splits not stopped at the last check
     points, current, limit = x, centres, tolerance
     done = torch.zeros(len(x), dtype=torch.bool, device=x.device)
-    for iteration in range(settings.KMEANS_MAX_ITER):
+    for iteration in range(numerics.KMEANS_MAX_ITER):
         moved = _cluster_means(points, _closest_centre(points, current), current)
         shift = (moved - current).square().sum((-2, -1))
         current = torch.where(done[:, None, None], current, moved)
         done = done | (shift <= limit)
-        if (iteration + 1) % settings.KMEANS_CHECK_EVERY == 0:
+        if (iteration + 1) % numerics.KMEANS_CHECK_EVERY == 0:
             centres[moving] = current
             if bool(done.all()):
                 return centres
@@ -110,9 +110,9 @@ def _lloyd(x: Tensor, centres: Tensor, tolerance: Tensor) -> Tensor:
 
 def _closest_centre(x: Tensor, centres: Tensor) -> Tensor:
     """The index ``[B, N]`` of each point's closest centre: argmin_m |c_m|^2 - 2 x.c_m, in chunks of points
-    of at most ``settings.KMEANS_CHUNK`` distances over the batch."""
+    of at most ``numerics.KMEANS_CHUNK`` distances over the batch."""
     batch, num_points, _ = x.shape
-    rows = max(1, settings.KMEANS_CHUNK // (batch * centres.shape[-2]))
+    rows = max(1, numerics.KMEANS_CHUNK // (batch * centres.shape[-2]))
     squared_norms = centres.square().sum(-1).unsqueeze(-2)  # [B, 1, M]
     return torch.cat([torch.baddbmm(squared_norms, chunk, centres.mT, alpha=-2).argmin(-1)
                       for chunk in x.split(rows, dim=-2)], dim=-1)

@@ -8,6 +8,11 @@ from torch import Tensor
 from gpstudy import generators as draws
 from gpstudy.likelihoods import Likelihood
 
+METRIC_NAMES = {  # every test metric, in results/runs.csv's column order -> its display name
+    "rmse": "Test RMSE",
+    "error_rate": "Test error rate",
+    "test_ll": "Test log-likelihood",
+}
 TASK_METRICS = {  # a task's test metrics; the first is the learning curves'
     "regression": ("rmse", "test_ll"),
     "classification": ("error_rate", "test_ll"),

@@ -6,7 +6,7 @@ figure outlives its function.
 
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from gpstudy.io import atomic_path
-from gpstudy.metrics import TASK_METRICS
+from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
 from gpstudy.paper import METRICS, paper_columns, paper_datasets, pbp_table
-from gpstudy.tables import METHOD_NAMES, METRIC_NAMES, dataset_label, in_order, mean_and_se, method_label
+from gpstudy.tables import dataset_label, display_names, in_order, mean_and_se, method_label
 
 DPI = 150  # resolution of the PNG files
 VIOLIN_PANEL = (2.2, 3.0)  # inches: width and height of one violin panel (two rows of them)
@@ -30,7 +30,8 @@ LOG_ITERATIONS_ABOVE = 100.0  # the x axis is logarithmic when max / min positiv
 CURVE_AXES = {"iteration": "Iteration", "seconds": "Training seconds"}  # learning curves' x axes and labels
 
 
-def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path) -> None:
+def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path,
+            variant_labels: Mapping[str, str] | None = None) -> None:
     """Figure 3: per data set, violins over splits of the task's metrics (``drawn_metrics``), a row each: RMSE
     (a classification: error rate) on top, test log-likelihood below; PBP's mean ± se beside where the
     paper has it.
@@ -41,12 +42,14 @@ def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path) -> None:
         experiment: the experiment drawn (the paper's UCI study: ``"uci"``).
         png: output PNG.
         pdf: output PDF.
+        variant_labels: the config's variants' display names (``gpstudy.tables.display_names``).
     """
+    names = display_names(variant_labels)
     uci = runs[runs["experiment"] == experiment]
     ok = uci[uci["status"] == "ok"]
-    ok = ok.assign(label=[method_label(method, m) for method, m in zip(ok["method"], ok["M"])])
+    ok = ok.assign(label=[method_label(method, m, names) for method, m in zip(ok["method"], ok["M"])])
     datasets = in_order(uci["dataset"], paper_datasets()["dataset"])
-    labels = [method_label(*column) for column in in_order(zip(uci["method"], uci["M"]), paper_columns())]
+    labels = [method_label(*column, names) for column in in_order(zip(uci["method"], uci["M"]), paper_columns())]
     metrics = drawn_metrics(uci)
     pbp = {metric: pbp_table(metric).set_index("dataset") for metric in metrics if metric in METRICS}
     if any(dataset in table.index for table in pbp.values() for dataset in datasets):
@@ -71,7 +74,8 @@ def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path) -> None:
 
 
 def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.ndarray,
-                   y_train: np.ndarray, png: Path, pdf: Path) -> None:
+                   y_train: np.ndarray, png: Path, pdf: Path,
+                   variant_labels: Mapping[str, str] | None = None) -> None:
     """Figure 4: a grid of posteriors, rows methods (SVGP, GPNet, FBNN), columns M (ascending).
 
     Each panel shows the training points, the method's predictive mean and ± ``BAND_STD`` standard
@@ -84,8 +88,10 @@ def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.n
         y_train: training outputs ``[N]``.
         png: output PNG.
         pdf: output PDF.
+        variant_labels: the config's variants' display names (``gpstudy.tables.display_names``).
     """
-    methods = in_order(predictions["method"], METHOD_NAMES)
+    names = display_names(variant_labels)
+    methods = in_order(predictions["method"], names)
     sizes = sorted(predictions["M"].unique())
     colors = _colors(methods)
     size = (SNELSON_PANEL[0] * len(sizes), SNELSON_PANEL[1] * len(methods))
@@ -100,20 +106,21 @@ def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.n
         ax.fill_between(x, lower, upper, color=colors[method], alpha=0.3, linewidth=0)
         ax.plot(x, mean, color=colors[method])
         ax.scatter(x_train, y_train, s=3, color="black", zorder=3)
-        ax.set_title(f"{METHOD_NAMES.get(method, method)}, M = {m}")
+        ax.set_title(f"{names.get(method, method)}, M = {m}")
     for ax in axes[-1]:
         ax.set_xlabel("x")
     for ax in axes[:, 0]:
         ax.set_ylabel("y")
     figure.legend(handles=[Line2D([], [], color="black", marker=".", linestyle="", label="training data"),
                            Line2D([], [], color="black", linestyle="--", label=f"exact GP, ±{BAND_STD:g} std"),
-                           *(Line2D([], [], color=colors[method], label=METHOD_NAMES.get(method, method))
+                           *(Line2D([], [], color=colors[method], label=names.get(method, method))
                              for method in methods)],
                   loc="outside lower center", ncols=2 + len(methods))
     _save(figure, png, pdf)
 
 
-def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str) -> None:
+def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str,
+                    variant_labels: Mapping[str, str] | None = None) -> None:
     """Test RMSE (a classification: error rate) against iteration or training seconds per (method, M):
     mean over splits with a ± standard error band.
 
@@ -124,6 +131,7 @@ def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str)
         experiment: the experiment drawn, e.g. ``"uci"``; one panel per data set.
         axis: ``"iteration"``, or ``"seconds"``: the mean over splits of the training seconds at each
             evaluation (wall clock, as the ODVGP paper's Figure 2).
+        variant_labels: the config's variants' display names (``gpstudy.tables.display_names``).
     """
     runs = curves[curves["experiment"] == experiment]
     metric = drawn_metrics(runs)[0]
@@ -149,7 +157,9 @@ def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str)
         ax.set(title=dataset_label(dataset), xlabel=CURVE_AXES[axis], ylabel=METRIC_NAMES[metric])
     for ax in axes.flat[len(datasets):]:
         ax.set_axis_off()
-    figure.legend(handles=[Line2D([], [], color=colors[column], label=method_label(*column)) for column in columns],
+    names = display_names(variant_labels)
+    figure.legend(handles=[Line2D([], [], color=colors[column], label=method_label(*column, names))
+                           for column in columns],
                   loc="outside right upper")
     _save(figure, png)
 

@@ -21,9 +21,9 @@ def pretrain_hyperparameters(
     kernel: Kernel,
     likelihood: GaussianLikelihood,
     *,
-    subset_size: int = 1000,
-    iterations: int = 1000,
-    lr: float = 0.01,
+    subset_size: int,
+    iterations: int,
+    lr: float,
     generators: draws.Generators,
 ) -> None:
     """Fit kernel and noise in place by Adam on -LML / n of a random subset (STUDY.md, appendix B.2).
@@ -36,9 +36,10 @@ def pretrain_hyperparameters(
         y: training targets ``[*batch, N]``.
         kernel: trained in place.
         likelihood: trained in place.
-        subset_size: the subset holds min(N, subset_size) points, drawn without replacement.
-        iterations: Adam steps.
-        lr: Adam learning rate.
+        subset_size: the subset holds min(N, subset_size) points, drawn without replacement (the config's
+            ``pretrain_subset``).
+        iterations: Adam steps (``pretrain_iterations``).
+        lr: Adam learning rate (``pretrain_lr``).
         generators: draw the subsets (one generator per split).
     """
     subset = draws.randperm(x.shape[-2], generators, x.device)[..., :subset_size]

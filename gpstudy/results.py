@@ -6,8 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from gpstudy.io import UnreadableFileError, read_json
+from gpstudy.metrics import METRIC_NAMES
 
-METRICS = ["rmse", "error_rate", "test_ll"]  # every task's test metrics (gpstudy.metrics.TASK_METRICS)
+METRICS = list(METRIC_NAMES)  # every task's test metrics
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
 RUN_COLUMNS = [*LABELS, "M_effective", "n_train", "n_test", "D", *METRICS, "iterations", "seconds", "device",
                "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty

@@ -6,7 +6,7 @@ method and M, then the quoted columns) with one cell formatter that Markdown and
 own ``_Notation`` of symbols and escaping.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -15,22 +15,26 @@ import numpy as np
 import pandas as pd
 
 from gpstudy.io import atomic_path
+from gpstudy.metrics import METRIC_NAMES
 from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
 
-METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP", "orth": "ORTH",
-                "orthnat": "ORTHNAT", "autogp": "AutoGP", "autogp_loo": "AutoGP LOO",
-                "autogp_arccos": "AutoGP arc-cosine"}  # display names of methods and config.yaml's variants, in plot order
-METRIC_NAMES = {"rmse": "Test RMSE", "error_rate": "Test error rate",
-                "test_ll": "Test log-likelihood"}  # display names of the metrics
+METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP",
+                "autogp": "AutoGP"}  # display names of the registered methods, in plot order (variants: their label)
 AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined standard errors (STUDY.md)
 PAPER_ROUNDING = 0.0005  # the paper prints 3 decimals: its standard errors are known to +-0.0005
 KEYS = ["dataset", "method", "M"]  # one cell of Tables 3 and 4
 DECIMALS = {"error_rate": 4}  # printed decimals where the default 3 would cut the paper's numbers (Table 2: 1.55%)
 
 
-def method_label(method: str, m: int) -> str:
-    """The display name of a (method, M) column, e.g. ``"SVGP 100"``."""
-    return f"{METHOD_NAMES.get(method, method)} {m}"
+def display_names(variant_labels: Mapping[str, str] | None) -> dict[str, str]:
+    """Method -> its display name: the registered methods', then the config's variants' ``label``s
+    (``gpstudy.study.variant_labels``; None: no variant), in plot order."""
+    return {**METHOD_NAMES, **(variant_labels or {})}
+
+
+def method_label(method: str, m: int, names: Mapping[str, str]) -> str:
+    """The display name of a (method, M) column, e.g. ``"SVGP 100"``, by ``display_names``' ``names``."""
+    return f"{names.get(method, method)} {m}"
 
 
 def dataset_label(dataset: str) -> str:
@@ -155,10 +159,12 @@ def _with_quoted(table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str],
                             "paper_settings": "boolean"})
 
 
-def write_table(table: pd.DataFrame, stem: Path) -> None:
-    """Write ``experiment_table``'s output as ``stem.csv`` (tidy), ``stem.md`` and ``stem.tex`` (the paper's layout)."""
-    stem = Path(stem)
-    for suffix, text in ((".csv", table.to_csv(index=False)), (".md", _markdown(table)), (".tex", _latex(table))):
+def write_table(table: pd.DataFrame, stem: Path, variant_labels: Mapping[str, str] | None = None) -> None:
+    """Write ``experiment_table``'s output as ``stem.csv`` (tidy), ``stem.md`` and ``stem.tex`` (the paper's
+    layout, methods by ``display_names(variant_labels)``)."""
+    stem, names = Path(stem), display_names(variant_labels)
+    for suffix, text in ((".csv", table.to_csv(index=False)), (".md", _markdown(table, names)),
+                         (".tex", _latex(table, names))):
         with atomic_path(stem.with_name(stem.name + suffix), suffix=suffix) as tmp:
             tmp.write_text(text, encoding="utf-8")
 
@@ -236,11 +242,13 @@ def _size(ours, papers, notation: _Notation) -> str:
     return str(ours) if pd.isna(papers) or ours == papers else f"{ours} ({papers})"
 
 
-def _layout(table: pd.DataFrame, notation: _Notation) -> tuple[list[str], list[list[str]]]:
+def _layout(table: pd.DataFrame, notation: _Notation,
+            names: Mapping[str, str]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the paper's layout: data set, N, D, then one cell per (method, M), and per quoted
     paper row (headed by its name and "(quoted)")."""
     columns = dict.fromkeys((row.method, row.M, _is_quoted(row)) for row in table.itertuples())
-    header = ["Data set", "N", "D", *(notation.escape(f"{method} (quoted)" if quoted else method_label(method, m))
+    header = ["Data set", "N", "D", *(notation.escape(f"{method} (quoted)" if quoted else
+                                                      method_label(method, m, names))
                                       for method, m, quoted in columns)]
     rows = []
     for dataset, cells in table.groupby("dataset", sort=False):
@@ -251,27 +259,27 @@ def _layout(table: pd.DataFrame, notation: _Notation) -> tuple[list[str], list[l
     return header, rows
 
 
-def _caption(table: pd.DataFrame, notation: _Notation) -> str:
+def _caption(table: pd.DataFrame, notation: _Notation, names: Mapping[str, str]) -> str:
     """What the cells mean, the number of splits, and the failed runs left out."""
     caption = (f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over "
                f"{_splits(table.loc[table['n'] > 0, 'n'])} (std with ddof 0 over sqrt(n), as the authors' "
                f"evaluation); the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
                f"{AGREEMENT_SE:g} combined standard errors of it.{_no_se_note(table, notation)} N, D: our runs' rows "
                "(training + test) and inputs, the paper's in parentheses where it prints others.")
-    caption += _settings_note(table, notation)
+    caption += _settings_note(table, notation, names)
     sources = sorted({source for source in table.get("quoted_from", ()) if source})
     if sources:
         caption += (" Columns marked quoted: numbers of other papers' methods from "
                     f"{notation.escape(' and '.join(sources))}, not run here.")
     fewer = [row for row in table.itertuples() if _fewer_points(row)]
     if fewer:
-        where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}: {row.M_effective}"
-                          for row in fewer)
+        where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}: "
+                          f"{row.M_effective}" for row in fewer)
         caption += (f" {notation.fewer}: fewer points than M, as many as the training set holds "
                     f"({notation.escape(where)}).")
     failed = table[table["failed"] > 0]
     if not failed.empty:
-        where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}: {row.failed}"
+        where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}: {row.failed}"
                           for row in failed.itertuples())
         caption += f" Failed runs left out ({failed['failed'].sum()}): {notation.escape(where)}."
     return caption
@@ -299,7 +307,7 @@ def _no_se_note(table: pd.DataFrame, notation: _Notation) -> str:
     return f" {notation.pm} n/a: no standard error, {' and '.join(reasons)}." if reasons else ""
 
 
-def _settings_note(table: pd.DataFrame, notation: _Notation) -> str:
+def _settings_note(table: pd.DataFrame, notation: _Notation, names: Mapping[str, str]) -> str:
     """The sentence saying which cells ran at other settings than the paper's and what their marks mean,
     or "" when every compared cell ran at the paper's."""
     off = table[table["paper_settings"].eq(False).fillna(False)]
@@ -313,7 +321,8 @@ def _settings_note(table: pd.DataFrame, notation: _Notation) -> str:
 
     compared = table[table["paper_settings"].notna()]
     where = ("" if len(off) == len(compared) else
-             " (" + notation.escape(", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M)}"
+             " (" + notation.escape(", ".join(f"{dataset_label(row.dataset)} "
+                                              f"{method_label(row.method, row.M, names)}"
                                               for row in off.itertuples())) + ")")
     return (f" Not the paper's settings{where}: {values(off['iterations'])} iterations and {values(runs)} "
             f"splits, not the paper's {values(protocol['iterations'])} and {values(protocol['splits'])}; "
@@ -321,15 +330,15 @@ def _settings_note(table: pd.DataFrame, notation: _Notation) -> str:
             "there may come from these settings (a short study's), not from a failed reproduction.")
 
 
-def _markdown(table: pd.DataFrame) -> str:
-    header, rows = _layout(table, MARKDOWN)
+def _markdown(table: pd.DataFrame, names: Mapping[str, str]) -> str:
+    header, rows = _layout(table, MARKDOWN, names)
     lines = [" | ".join(cells) for cells in (header, ["---"] * len(header), *rows)]
-    return _caption(table, MARKDOWN) + "\n\n" + "\n".join(f"| {line} |" for line in lines) + "\n"
+    return _caption(table, MARKDOWN, names) + "\n\n" + "\n".join(f"| {line} |" for line in lines) + "\n"
 
 
-def _latex(table: pd.DataFrame) -> str:
-    header, rows = _layout(table, LATEX)
-    lines = [r"\begin{table}", r"\centering", rf"\caption{{{_caption(table, LATEX)}}}",
+def _latex(table: pd.DataFrame, names: Mapping[str, str]) -> str:
+    header, rows = _layout(table, LATEX, names)
+    lines = [r"\begin{table}", r"\centering", rf"\caption{{{_caption(table, LATEX, names)}}}",
              rf"\begin{{tabular}}{{lrr{'l' * (len(header) - 3)}}}", r"\toprule",
              " & ".join(header) + r" \\", r"\midrule",
              *(" & ".join(cells) + r" \\" for cells in rows),

@@ -1,12 +1,13 @@
 """Helpers shared by the rules: the config lookups that turn wildcards into inputs and params."""
 
+import functools
 from dataclasses import asdict
 
 from gpstudy import paths
-from gpstudy.config import data_plan, data_stage_params, experiment_targets, splits_of, study_jobs, validate_config
 from gpstudy.data import PROTOCOLS
 from gpstudy.metrics import TASK_METRICS
-from gpstudy.training.settings import exact_gp_settings, run_settings
+from gpstudy.study import data_plan, data_stage_params, experiment_targets, splits_of, study_jobs, validate_config
+from gpstudy.study.settings import exact_gp_settings, run_settings
 
 validate_config(config)
 
@@ -36,11 +37,17 @@ def pretrained_path(dataset, split):
 
 
 def settings(wildcards):
-    """The settings (gpstudy.training.RunSettings) of a training job, for its wildcards: its device
+    """The settings (gpstudy.study.RunSettings) of a training job, for its wildcards (job_settings)."""
+    return job_settings(wildcards.dataset, wildcards.method, int(wildcards.M))
+
+
+@functools.cache
+def job_settings(dataset, method, M):
+    """The settings of the training jobs of a method at M on a data set, resolved once: their device is
     resolved here, in Snakemake's process, which both derives the job's ``gpu`` resource from it and
     hands it to the job in its params (cpu, cuda or a pinned cuda:K; never "auto"). On a cluster each
     job's own Snakemake rebuilds its params, so a cluster profile gives a concrete device (profiles/slurm)."""
-    return run_settings(config, wildcards.dataset, method=wildcards.method, M=int(wildcards.M))
+    return run_settings(config, dataset, method=method, M=M)
 
 
 def job_splits(wildcards):
@@ -80,7 +87,13 @@ def job_gpus(wildcards):
 
 def pretrain_settings(wildcards):
     """Settings of exact-GP pretraining for a data set's split (the exact GP is what is pretrained)."""
-    return exact_gp_settings(config, wildcards.dataset)
+    return exact_settings(wildcards.dataset)
+
+
+@functools.cache
+def exact_settings(dataset):
+    """The exact GP's settings on a data set (pretraining, Figure 4's reference), resolved once."""
+    return exact_gp_settings(config, dataset)
 
 
 def pretrain_settings_params(wildcards):
@@ -92,7 +105,7 @@ def pretrain_gpus(wildcards):
 
 
 def data_params(stage):
-    """The params of a data rule: every setting its output depends on (gpstudy.config.data_stage_params)."""
+    """The params of a data rule: every setting its output depends on (gpstudy.study.data_stage_params)."""
 
     def params(wildcards):
         return data_stage_params(config, wildcards.dataset, wildcards.protocol)[stage]
@@ -124,7 +137,7 @@ def posterior_dataset(wildcards):
 
 def posterior_reference(wildcards):
     """The settings of the exact-GP reference drawn beside the posteriors: the data set's, as pretrained."""
-    return exact_gp_settings(config, posterior_dataset(wildcards))
+    return exact_settings(posterior_dataset(wildcards))
 
 
 def posterior_gpus(wildcards):

@@ -1,6 +1,6 @@
-"""Data stage: fetch (checksummed, mirror first) -> table -> standardized splits.
+"""Data stage: fetch (checksummed, mirror first) -> tabulate (one table) -> standardized splits.
 
-Each rule's params are every setting its output depends on (gpstudy.config.data_stage_params): a changed
+Each rule's params are every setting its output depends on (gpstudy.study.data_stage_params): a changed
 one reruns the rule and, its output remade, every job downstream."""
 
 
@@ -23,21 +23,21 @@ rule fetch:
         "../scripts/fetch.py"
 
 
-rule table:
+rule tabulate:
     input:
         paths.RAW_MANIFEST,
     output:
         paths.TABLE,
     params:
-        spec=data_params("table"),
+        spec=data_params("tabulate"),
     log:
-        "logs/table/{dataset}_{protocol}.log",
+        "logs/tabulate/{dataset}_{protocol}.log",
     benchmark:
-        "results/benchmarks/table/{dataset}_{protocol}.tsv"
+        "results/benchmarks/tabulate/{dataset}_{protocol}.tsv"
     conda:
         "../environment.yml"
     script:
-        "../scripts/table.py"
+        "../scripts/tabulate.py"
 
 
 rule split:

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from gpstudy.config import dataset_of
 from gpstudy.data import fetch_dataset
 from gpstudy.job import start_job
+from gpstudy.study import dataset_of
 
 start_job(snakemake.log[0])
 manifest = Path(snakemake.output[0])

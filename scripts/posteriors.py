@@ -7,7 +7,8 @@ from gpstudy.job import start_job
 from gpstudy.plots import posteriors
 from gpstudy.pretrain import read_hyperparameters
 from gpstudy.results import collect_predictions
-from gpstudy.training import RunSettings, exact_reference
+from gpstudy.study import RunSettings, variant_labels
+from gpstudy.training import exact_reference
 
 start_job(snakemake.log[0])
 split = load_split(snakemake.input.split)
@@ -15,4 +16,4 @@ reference = exact_reference(split, read_hyperparameters(snakemake.input.hyperpar
                             RunSettings(**snakemake.params.settings))
 posteriors(collect_predictions(snakemake.params.runs), reference,
                split.original_x(split.x_train)[:, 0], split.original_y(split.y_train),
-               Path(snakemake.output.png), Path(snakemake.output.pdf))
+               Path(snakemake.output.png), Path(snakemake.output.pdf), variant_labels(snakemake.config))

@@ -6,7 +6,8 @@ from gpstudy.data import load_split
 from gpstudy.io import write_json
 from gpstudy.job import start_job
 from gpstudy.memory import keep_freed_memory
-from gpstudy.training import RunSettings, pretrain_splits
+from gpstudy.study import RunSettings
+from gpstudy.training import pretrain_splits
 
 start_job(snakemake.log[0])
 keep_freed_memory()

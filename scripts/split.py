@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from gpstudy.config import dataset_of
 from gpstudy.data import prepare_split
 from gpstudy.job import start_job
+from gpstudy.study import dataset_of
 
 start_job(snakemake.log[0])
 prepare_split(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, int(snakemake.wildcards.split),

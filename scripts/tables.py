@@ -5,9 +5,10 @@ from pathlib import Path
 
 from gpstudy.job import start_job
 from gpstudy.results import read_runs
+from gpstudy.study import variant_labels
 from gpstudy.tables import experiment_table, write_table
 
 start_job(snakemake.log[0])
 runs = read_runs(snakemake.input[0])
 write_table(experiment_table(runs, snakemake.wildcards.experiment, snakemake.wildcards.metric, snakemake.params.quoted),
-            Path(snakemake.output[0]).with_suffix(""))
+            Path(snakemake.output[0]).with_suffix(""), variant_labels(snakemake.config))

@@ -7,7 +7,8 @@ import torch
 from gpstudy import paths
 from gpstudy.job import start_job
 from gpstudy.memory import keep_freed_memory
-from gpstudy.training import RunSettings, run_job
+from gpstudy.study import RunSettings
+from gpstudy.training import run_job
 
 start_job(snakemake.log[0])
 keep_freed_memory()

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpstudy.config import load_config
 from gpstudy.kernels import KERNELS, feature_map_problem
 from gpstudy.methods import MethodConfig
-from gpstudy.training import RunSettings, run_settings
+from gpstudy.study import RunSettings, load_config, run_settings
 
 REPO = Path(__file__).resolve().parents[1]
 

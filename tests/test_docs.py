@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpstudy.config import load_schema
+from gpstudy.study import load_schema
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))

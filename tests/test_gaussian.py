@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
 
-from gpstudy import gaussian, settings
+from gpstudy import gaussian, numerics
 from gpstudy.gaussian import (
     CholeskyError,
     cholesky,
@@ -24,7 +24,7 @@ from gpstudy.gaussian import (
     tempered_target,
 )
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 
 
 def random_spd_of(root: torch.Tensor) -> torch.Tensor:
@@ -45,7 +45,7 @@ def generator() -> torch.Generator:
 def test_positive_round_trip():
     values = torch.tensor([1e-3, 0.1, 1.0, 50.0], dtype=DTYPE)
     torch.testing.assert_close(positive(inverse_positive(values)), values, rtol=1e-12, atol=0)
-    assert positive(torch.tensor(-1e3, dtype=DTYPE)) >= settings.POSITIVE_FLOOR
+    assert positive(torch.tensor(-1e3, dtype=DTYPE)) >= numerics.POSITIVE_FLOOR
 
 
 def test_scale_tril_is_lower_with_positive_diagonal(generator):
@@ -77,16 +77,16 @@ def test_cholesky_escalates_jitter_and_logs(caplog):
     with caplog.at_level(logging.WARNING, logger=gaussian.__name__):
         factor = cholesky(singular)
     assert len(caplog.records) == 1 and "1.0e-06" in caplog.records[0].getMessage()
-    torch.testing.assert_close(factor @ factor.mT, singular + settings.JITTER * torch.eye(5, dtype=DTYPE))
+    torch.testing.assert_close(factor @ factor.mT, singular + numerics.JITTER * torch.eye(5, dtype=DTYPE))
 
 
 def test_cholesky_gives_up_with_a_clear_error(caplog):
     indefinite = torch.diag(torch.tensor([1.0, -1.0, 1.0], dtype=DTYPE))
-    last_jitter = settings.JITTER * 10.0 ** (settings.CHOLESKY_MAX_TRIES - 1)
+    last_jitter = numerics.JITTER * 10.0 ** (numerics.CHOLESKY_MAX_TRIES - 1)
     with caplog.at_level(logging.WARNING, logger=gaussian.__name__), pytest.raises(CholeskyError) as error:
         cholesky(indefinite)
     assert "3 x 3" in str(error.value) and f"{last_jitter:.1e}" in str(error.value)
-    assert len(caplog.records) == settings.CHOLESKY_MAX_TRIES
+    assert len(caplog.records) == numerics.CHOLESKY_MAX_TRIES
 
 
 def test_cholesky_of_a_batch_jitters_and_fails_only_the_bad_matrices(generator, caplog):
@@ -98,10 +98,10 @@ def test_cholesky_of_a_batch_jitters_and_fails_only_the_bad_matrices(generator, 
         factor = cholesky(batch)
     for index in (0, 3):  # untouched: no jitter where none was needed
         torch.testing.assert_close(factor[index], torch.linalg.cholesky(batch[index]), rtol=0, atol=0)
-    torch.testing.assert_close(factor[1] @ factor[1].mT, singular + settings.JITTER * torch.eye(4, dtype=DTYPE))
+    torch.testing.assert_close(factor[1] @ factor[1].mT, singular + numerics.JITTER * torch.eye(4, dtype=DTYPE))
     assert factor[2].isnan().all() and torch.isfinite(factor[[0, 1, 3]]).all()
     messages = [record.getMessage() for record in caplog.records]
-    assert "2 of 4" in messages[0] and "1 of 4" in messages[-1] and len(messages) == settings.CHOLESKY_MAX_TRIES
+    assert "2 of 4" in messages[0] and "1 of 4" in messages[-1] and len(messages) == numerics.CHOLESKY_MAX_TRIES
     factor[[0, 1, 3]].sum().backward()  # the failed matrix gives no NaN gradient to the others
     assert torch.isfinite(good.grad).all() and good.grad.abs().sum() > 0
 

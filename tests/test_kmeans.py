@@ -6,10 +6,10 @@ import pytest
 import torch
 from sklearn.cluster import KMeans
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kmeans import _cluster_means, kmeans
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 SEEDS = range(5)
 
 
@@ -70,7 +70,7 @@ def test_chunks_do_not_change_the_centres(monkeypatch):
     """Distances held 7 at a time (one point per chunk) give the centres of one chunk for everything."""
     xs = torch.stack([mixture(200, 2, 4, 2.0, seed=s) for s in range(2)])
     whole = kmeans(xs, 7, [torch.Generator().manual_seed(s) for s in range(2)])
-    monkeypatch.setattr(settings, "KMEANS_CHUNK", 7)
+    monkeypatch.setattr(numerics, "KMEANS_CHUNK", 7)
     assert torch.equal(kmeans(xs, 7, [torch.Generator().manual_seed(s) for s in range(2)]), whole)
 
 

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.measurement import SAMPLERS, build_measurement_sampler
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 NOISE_STD = torch.tensor([0.5, 2.0], dtype=DTYPE)
 BOX = ((-1.0, 0.0), (1.0, 4.0))
 

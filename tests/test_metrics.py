@@ -6,7 +6,8 @@ import torch
 from torch.distributions import Normal
 
 from gpstudy.likelihoods import Bernoulli, GaussianLikelihood
-from gpstudy.metrics import average_log_likelihood, error_rate, rmse, task_metrics
+from gpstudy.metrics import METRIC_NAMES, TASK_METRICS, average_log_likelihood, error_rate, rmse, task_metrics
+from gpstudy.results import RUN_COLUMNS
 
 
 def test_rmse_in_original_units():
@@ -63,3 +64,8 @@ def test_metrics_follow_the_likelihoods_task():
     assert set(classification) == {"error_rate", "test_ll"} and classification["error_rate"].item() == 0.5
     torch.testing.assert_close(classification["test_ll"],
                                Bernoulli().log_predictive_density(labels, logits, var).mean(-1))
+
+
+def test_every_metric_is_named_once_and_is_some_tasks():
+    assert {metric for metrics in TASK_METRICS.values() for metric in metrics} == set(METRIC_NAMES)
+    assert [column for column in RUN_COLUMNS if column in METRIC_NAMES] == list(METRIC_NAMES)

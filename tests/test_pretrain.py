@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.host_sync import HostSyncCounter
 from gpstudy.kernels import KERNELS, RBF, build_kernel
 from gpstudy.likelihoods import GaussianLikelihood
@@ -13,7 +13,7 @@ from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
                               readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 TRUE_LENGTHSCALE, TRUE_NOISE = 0.4, 0.01
 
 

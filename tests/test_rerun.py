@@ -1,7 +1,7 @@
 """Every setting that shapes a data file reruns exactly the jobs that depend on it (issue #25, items 1-2).
 
 Snakemake reruns a job whose params changed, and every job downstream of one it reruns; the data
-rules' params are ``gpstudy.config.data_stage_params``. The unit tests change each data set key the
+rules' params are ``gpstudy.study.data_stage_params``. The unit tests change each data set key the
 schema knows and check which stages' params change; the workflow test runs a tiny study of a user's
 own CSV once, then asks Snakemake (dry runs) which jobs each change would rerun, and reruns one.
 """
@@ -19,19 +19,19 @@ import pytest
 import yaml
 
 from gpstudy import paths
-from gpstudy.config import DATA_STAGES, data_plan, data_stage_params, load_config, merge, training_keys
 from gpstudy.data import DATASETS
 from gpstudy.methods import METHODS
+from gpstudy.study import DATA_STAGES, data_plan, data_stage_params, load_config, merge, training_keys
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 SOURCE = {"file": "mydata.csv"}  # sha256 added by each config
 USER = {"format": "csv", "target": -1, "task": "regression"}
 DATA_KEYS = {  # a data set key of the schema -> (options that change it, the stages whose output it changes)
-    "source": ({"source": {"file": "other.csv", "sha256": "1" * 64}}, {"fetch", "table", "split"}),
-    "format": ({"format": "whitespace"}, {"table", "split"}),
-    "target": ({"target": "a"}, {"table", "split"}),
-    "task": ({"task": "classification", "likelihood": "bernoulli"}, {"table", "split"}),
+    "source": ({"source": {"file": "other.csv", "sha256": "1" * 64}}, {"fetch", "tabulate", "split"}),
+    "format": ({"format": "whitespace"}, {"tabulate", "split"}),
+    "target": ({"target": "a"}, {"tabulate", "split"}),
+    "task": ({"task": "classification", "likelihood": "bernoulli"}, {"tabulate", "split"}),
     "train_size": ({"train_size": 40}, {"split"}),
     "test_size": ({"test_size": 5}, {"split"}),
     "drop_features": ({"drop_features": [0]}, {"split"}),
@@ -59,7 +59,7 @@ def changed_stages(before: dict, after: dict, dataset: str = "mydata", protocol:
 
 def test_every_data_set_key_is_classified():
     """A key added to the schema's ``dataset_options`` must be added to DATA_KEYS, saying what it reruns."""
-    schema = yaml.safe_load((REPO / "gpstudy/config.schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "gpstudy/study/config.schema.yaml").read_text())
     keys = set(schema["properties"]["dataset_options"]["additionalProperties"]["properties"])
     run_keys = set(training_keys()) | {key for method in METHODS.values() for key in method.options_schema} | {"methods"}
     assert keys - run_keys == set(DATA_KEYS)
@@ -81,7 +81,7 @@ def test_a_study_key_changes_the_params_of_exactly_the_stages_it_shapes(key):
 
 def test_a_new_checksum_reruns_the_fetch_but_a_new_url_for_the_same_file_does_not():
     before = user_config("0" * 64)
-    assert changed_stages(before, user_config("1" * 64)) == {"fetch", "table", "split"}
+    assert changed_stages(before, user_config("1" * 64)) == {"fetch", "tabulate", "split"}
     moved = user_config("0" * 64, source={**SOURCE, "sha256": "0" * 64, "url": "https://example.org/mydata.csv"})
     assert changed_stages(before, moved) == set()
 
@@ -90,14 +90,14 @@ def test_a_pin_of_a_registered_file_reruns_its_fetch():
     before = load_config(REPO / "config.yaml")
     pinned = copy.deepcopy(before)
     merge(pinned, {"dataset_options": {"airline": {"sha256": {"2008.csv.bz2": "2" * 64}}}})
-    assert changed_stages(before, pinned, "airline") == {"fetch", "table", "split"}
+    assert changed_stages(before, pinned, "airline") == {"fetch", "tabulate", "split"}
 
 
 def test_the_airline_months_rerun_its_table_and_splits():
     before = load_config(REPO / "config.yaml")
     whole_year = copy.deepcopy(before)
     merge(whole_year, {"dataset_options": {"airline": {"months": list(range(1, 13))}}})
-    assert changed_stages(before, whole_year, "airline") == {"table", "split"}
+    assert changed_stages(before, whole_year, "airline") == {"tabulate", "split"}
 
 
 def test_per_pixel_standardization_reruns_the_splits():
@@ -114,11 +114,11 @@ def test_stage_params_are_plain_data_snakemake_can_compare(study_config):
     """Snakemake leaves a param it cannot represent out of its rerun check, silently: every value must be plain
     (json.dumps refuses any other), for a user data set and every registered one under its protocol."""
     params = data_stage_params(user_config("0" * 64), "mydata", "random")
-    assert params["table"]["dataset"]["read"]["keywords"] == {"path": "mydata.csv", **USER}
+    assert params["tabulate"]["dataset"]["read"]["keywords"] == {"path": "mydata.csv", **USER}
     json.dumps(params)
     for name in DATASETS:
         params = data_stage_params(study_config, name, data_plan(study_config, name).protocol)
-        read = params["table"]["dataset"]["read"]  # a function, or one with its options bound (airline's months)
+        read = params["tabulate"]["dataset"]["read"]  # a function, or one with its options bound (airline's months)
         assert params["fetch"]["files"] and (read if isinstance(read, str) else read["function"]).startswith("gpstudy.data.")
         json.dumps(params)
 
@@ -218,8 +218,8 @@ def test_each_change_reruns_exactly_the_jobs_that_depend_on_it(study, new_sha256
     workdir, mirror, sha256 = study
     cases = {  # name -> (overlay arguments, the jobs a dry run plans)
         "unchanged": ({}, {}),
-        "sha256": ({"sha256": new_sha256}, {"fetch": 1, "table": 1, **FROM_SPLIT}),
-        "target": ({"data": {"target": "a"}}, {"table": 1, **FROM_SPLIT}),
+        "sha256": ({"sha256": new_sha256}, {"fetch": 1, "tabulate": 1, **FROM_SPLIT}),
+        "target": ({"data": {"target": "a"}}, {"tabulate": 1, **FROM_SPLIT}),
         "drop_features": ({"data": {"drop_features": [1]}}, FROM_SPLIT),
         "train_size": ({"data": {"train_size": 40}}, FROM_SPLIT),
         "seed": ({"seed": 3}, FROM_SPLIT),

@@ -2,11 +2,14 @@
 methods it quotes (Table 2), and the files write_table writes."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
+from gpstudy.study import variant_labels
 from gpstudy.tables import experiment_table, mean_and_se, write_table
 
 PAPER_ITERATIONS, PAPER_SPLITS = 10000, 20  # Tables 3-4's protocol (appendix B.2)
@@ -278,3 +281,13 @@ def test_a_caption_over_one_split_says_so_and_why_there_is_no_standard_error(cla
     two = pd.concat([classification_runs, classification_runs.assign(split=1)], ignore_index=True)
     caption = _classification_markdown(two, tmp_path)[0]
     assert "over 2 splits" in caption and "± n/a: no standard error, the paper prints none." in caption
+
+
+def test_a_variant_is_shown_by_the_label_the_config_gives_it(tmp_path):
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    assert set(variant_labels(config)) == set(config["variants"])  # every variant of the study names itself
+    runs = uci_runs(200, 2, {"boston": (455, 51, 13)}).assign(method="orthnat")
+    write_table(experiment_table(runs, "uci", "rmse"), tmp_path / "t", variant_labels(config))
+    assert "| ORTHNAT 100 |" in (tmp_path / "t.md").read_text(encoding="utf-8")
+    write_table(experiment_table(runs, "uci", "rmse"), tmp_path / "t", {"orthnat": "Natural ORTH"})
+    assert "| Natural ORTH 100 |" in (tmp_path / "t.md").read_text(encoding="utf-8")

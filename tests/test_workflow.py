@@ -79,7 +79,7 @@ def test_dry_run_of_the_full_study_plans_every_job(tmp_path):
     run = snakemake(tmp_path, "-n")
     assert run.returncode == 0, run.stderr
     assert job_counts(run.stdout) == {
-        "fetch": 8, "table": 8,
+        "fetch": 8, "tabulate": 8,
         "split": 7 * 20 + 1,  # 7 UCI sets x 20 splits + Snelson's one draw
         "pretrain": 4 * 20 + 1,  # Boston, Concrete, Kin8nm, Protein and Snelson pretrain
         "train": 7 * 5 + 7 * 4 + 3 * 3,  # UCI: 5 (method, M) per data set, 20 splits in each job; ODVGP: 4; Snelson: 3 x 3

@@ -12,7 +12,7 @@ from gpstudy.kernels.cnngp import CNNGP
 from gpstudy.kernels.features import ArcCosineFeatures, FeatureMap, FourierFeatures
 from gpstudy.kernels.matern import Matern32, Matern52
 from gpstudy.kernels.rbf import RBF
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 KERNELS: dict[str, type[Kernel]] = {  # every kernel by name; tests enumerate it
     "rbf": RBF,

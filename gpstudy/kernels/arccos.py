@@ -9,7 +9,7 @@ from torch import Tensor
 
 from gpstudy.kernels.base import Kernel
 from gpstudy.kernels.features import ArcCosineFeatures
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 DEGREES = (0, 1, 2)  # degrees d with a closed-form J_d
 J_AT_ZERO = {0: math.pi, 1: math.pi, 2: 3 * math.pi}  # J_d(0), the angle of k(x, x)

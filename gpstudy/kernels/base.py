@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from gpstudy.gaussian import inverse_positive, positive
 from gpstudy.kernels.features import FeatureMap
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 
 class Kernel(nn.Module):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gpstudy.kernels.base import Kernel
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 GROUP_STRIDES = (1, 2, 2)  # three groups of residual blocks; the first block of each strides (appendix B.3)
 PATCH = 3  # 3x3 filters

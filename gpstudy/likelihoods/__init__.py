@@ -9,7 +9,7 @@ from gpstudy.likelihoods.bernoulli import Bernoulli
 from gpstudy.likelihoods.gaussian import GaussianLikelihood
 from gpstudy.likelihoods.robustmax import RobustMax
 from gpstudy.likelihoods.softmax import Softmax
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 LIKELIHOODS: dict[str, type[Likelihood]] = {  # every likelihood by name; tests enumerate it
     "gaussian": GaussianLikelihood,

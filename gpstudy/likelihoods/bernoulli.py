@@ -8,7 +8,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.likelihoods.base import Likelihood, normal_quadrature
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 QUADRATURE_POINTS = 32  # Gauss-Hermite nodes: abs. error < 1e-7 for var <= 4, 2e-5 at var = 9
 

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy.gaussian import inverse_positive, positive
 from gpstudy.likelihoods.base import Likelihood
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 
 class GaussianLikelihood(Likelihood):

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.likelihoods.base import MultiClassLikelihood, normal_quadrature
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 EPSILON = 1e-3  # probability of a label other than the arg-max (GPflow's default)
 QUADRATURE_POINTS = 20  # Gauss-Hermite nodes over the label's latent (GPflow's default): P(argmax) within

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.likelihoods.base import MultiClassLikelihood
-from gpstudy.settings import DEFAULT_DTYPE
+from gpstudy.numerics import DEFAULT_DTYPE
 
 PREDICTIVE_SAMPLES = 100  # Monte Carlo samples per point of the predictive and its log density
 

@@ -13,7 +13,7 @@ from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood, Likelihood
 from gpstudy.measurement import SAMPLERS, build_measurement_sampler
 from gpstudy.methods.problem import Problem
 from gpstudy.nets import NETWORKS
-from gpstudy.settings import PREDICT_CHUNK
+from gpstudy.numerics import PREDICT_CHUNK
 
 
 @dataclass(frozen=True)

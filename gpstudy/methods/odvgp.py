@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.gaussian import (add_jitter, cholesky, gram, kernel_scale_tril, kl_divergence, raw_of_scale_tril,
                               raw_scale_tril, scale_tril, solve_lower)
 from gpstudy.likelihoods import LIKELIHOODS
@@ -24,7 +24,7 @@ def _matvec(matrix: Tensor, vector: Tensor) -> Tensor:
 def _raw_of_scale_tril(chol: Tensor) -> Tensor:
     """``raw_of_scale_tril`` with a diagonal below the positivity floor raised to twice the floor, the
     least that ``scale_tril`` represents (a natural step may go there)."""
-    diagonal = chol.diagonal(dim1=-2, dim2=-1).clamp_min(2 * settings.POSITIVE_FLOOR)
+    diagonal = chol.diagonal(dim1=-2, dim2=-1).clamp_min(2 * numerics.POSITIVE_FLOOR)
     return raw_of_scale_tril(torch.tril(chol, diagonal=-1) + torch.diag_embed(diagonal))
 
 

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy.gaussian import add_jitter, gram
 from gpstudy.kernels import Kernel
-from gpstudy.settings import JITTER, PREDICT_CHUNK
+from gpstudy.numerics import JITTER, PREDICT_CHUNK
 
 
 class InferenceNetwork(nn.Module):

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from gpstudy import generators as draws
 from gpstudy.kernels import KERNELS, Kernel
 from gpstudy.nets.base import InferenceNetwork
-from gpstudy.settings import JITTER
+from gpstudy.numerics import JITTER
 
 FILTERS = (64, 64, 128, 128, 256, 256)  # the trunk's residual blocks (appendix B.3)
 STRIDES = (1, 1, 2, 1, 2, 1)  # 3 groups of 2 blocks, strides 1, 2, 2 (the authors' code)

@@ -16,9 +16,9 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.methods import Method, Problem, build_method
-from gpstudy.training.fit import BatchSampler, train_iteration
-from gpstudy.training.settings import RunSettings, run_settings
 from gpstudy.optim import adam
+from gpstudy.study.settings import RunSettings, run_settings
+from gpstudy.training.fit import BatchSampler, train_iteration
 
 N, D, BATCH, M, HIDDEN, CLASSES = 48, 3, 16, 6, 10, 3  # a probe's points, inputs, minibatch, M, RFE units, classes
 RFE = {"hidden_units": HIDDEN}  # the RFE network's size in a probe

@@ -23,9 +23,9 @@ from gpstudy.methods import Method, MethodConfig, Problem, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
                               readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
+from gpstudy.study.settings import RunSettings
 from gpstudy.training.finished import finished_path, job_identity, keep_outputs, restore_outputs
 from gpstudy.training.fit import fit
-from gpstudy.training.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
                        "seconds": np.nan,
-                       "device": str(settings.torch_device()), "seed": settings.seed + s,
+                       "device": settings.device, "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}
     for s, metrics in results.items():

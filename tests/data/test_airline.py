@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 from gpstudy.data import ChecksumError, DataError, FetchError, get_dataset, prepare_split, prepare_table
-from gpstudy.config import ConfigError, data_stage_params, dataset_of, merge, validate_config
 from gpstudy.data.airline import FEATURES, FILTERS, minutes_since_midnight, plane_ages, read_airline
 from gpstudy.data.fetch import sha256_of
 from gpstudy.data.prepare import fetch_dataset
 from gpstudy.data.split import load_split
 from gpstudy.io import read_json
+from gpstudy.study import ConfigError, data_stage_params, dataset_of, merge, validate_config
 
 COLUMNS = ["Year", "Month", "DayofMonth", "DayOfWeek", "DepTime", "CRSDepTime", "ArrTime", "CRSArrTime",
            "UniqueCarrier", "FlightNum", "TailNum", "ActualElapsedTime", "CRSElapsedTime", "AirTime",
@@ -205,8 +205,8 @@ def test_months_reach_the_reader_and_the_table_stage_params(tmp_path, study_conf
     merge(whole_year, {"dataset_options": {"airline": {"months": list(range(1, 13))}}})
     validate_config(whole_year)
     assert dataset_of(whole_year, "airline").read(tmp_path).y.size == 24
-    # in the table stage's params, so a change reruns it (tests/test_rerun.py)
-    assert data_stage_params(whole_year, "airline", "random")["table"]["dataset"]["read"]["keywords"] == {"months": list(range(1, 13))}
+    # in the tabulate stage's params, so a change reruns it (tests/test_rerun.py)
+    assert data_stage_params(whole_year, "airline", "random")["tabulate"]["dataset"]["read"]["keywords"] == {"months": list(range(1, 13))}
 
 
 @pytest.mark.parametrize("options, message", [

@@ -117,7 +117,7 @@ def test_standardize_inputs_standardizes_each_pixel_with_the_training_images():
 
 
 def test_standardize_inputs_reaches_the_split_file_from_the_config(tmp_path, study_config):
-    from gpstudy.config import data_plan, merge
+    from gpstudy.study import data_plan, merge
     from gpstudy.data import get_dataset, prepare_split, save_table
 
     save_table(tmp_path / "table.npz", pixel_table())
@@ -172,7 +172,7 @@ def test_split_file_round_trip(tmp_path):
 
 
 def test_drop_features_leaves_columns_out_of_every_split(tmp_path, study_config):
-    from gpstudy.config import data_plan, merge
+    from gpstudy.study import data_plan, merge
     from gpstudy.data import get_dataset, load_split, prepare_split, save_table
 
     rng = np.random.default_rng(0)

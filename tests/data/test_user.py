@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from gpstudy.cli import main
-from gpstudy.config import ConfigError
 from gpstudy.data import DataError, FetchError, get_dataset, read_table
 from gpstudy.data.prepare import fetch_dataset
+from gpstudy.study import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

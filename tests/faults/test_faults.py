@@ -17,16 +17,16 @@ import pytest
 import torch
 
 from gpstudy.cli import main
-from gpstudy.config import ConfigError, validate_config
 from gpstudy.data import (ChecksumError, DataError, FetchError, Split, fetch_dataset, get_dataset, load_split,
                           load_table, prepare_split, prepare_table, save_split)
 from gpstudy.data.uci import read_index_split
+from gpstudy.gaussian import CholeskyError
 from gpstudy.io import UnreadableFileError, read_json
 from gpstudy.results import collect_runs
-from gpstudy.gaussian import CholeskyError
+from gpstudy.study import ConfigError, validate_config
+from gpstudy.study.settings import SettingsError
 from gpstudy.training import run_splits, train_splits
 from gpstudy.training.checkpoint import CheckpointError
-from gpstudy.training.settings import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,9 +100,9 @@ KILLED_WHILE_WRITING = """
 import os, signal, sys
 from pathlib import Path
 import gpstudy.training.checkpoint as checkpoint
-from gpstudy.config import load_config
 from gpstudy.data import load_split
-from gpstudy.training import run_settings, train_splits
+from gpstudy.study import load_config, run_settings
+from gpstudy.training import train_splits
 
 real_save = checkpoint.torch.save
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels import ArcCosine
 from gpstudy.kernels.cnngp import GROUP_STRIDES, CNNGP, relu_expectation
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 SHAPE = (2, 5, 5)  # (C, H, W): odd sizes, so that strided maps keep an edge column
 
 

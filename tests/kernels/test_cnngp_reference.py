@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels.cnngp import CNNGP
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 BLOCK_SIZES = (2, 2, 2)  # 6 residual blocks in 3 groups (app. B.3)
 BLOCK_STRIDES = (1, 2, 2)  # strided convs between the groups (the authors' block_strides)
 KERNEL_SIZE = 3  # the authors' kernel_size; their conv_stride is 1

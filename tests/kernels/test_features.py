@@ -5,10 +5,10 @@ import functools
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels import KERNELS, ArcCosine, build_kernel, feature_map_problem
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 COUNT = 200_000  # frequencies of the Monte Carlo estimate
 
 

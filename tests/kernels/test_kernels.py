@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels import KERNELS, RBF, ArcCosine, build_kernel
 from gpstudy.kernels.arccos import angular
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 LENGTHSCALE = np.array([0.5, 1.0, 2.0])
 VARIANCE = 1.7
 

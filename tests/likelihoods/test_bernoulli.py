@@ -8,10 +8,10 @@ import torch
 from scipy.integrate import quad
 from scipy.special import expit, log_expit
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.likelihoods import Bernoulli
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 CASES = list(itertools.product([-3.0, -0.5, 0.0, 1.2, 4.0], [0.01, 0.5, 2.0, 4.0], [0, 1]))  # mean, var, y
 
 

@@ -4,10 +4,10 @@ import numpy as np
 import torch
 from torch.distributions import Normal
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.likelihoods import GaussianLikelihood
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 Y = torch.tensor([0.5, -1.0, 2.0], dtype=DTYPE)
 MEAN = torch.tensor([0.0, -0.5, 2.5], dtype=DTYPE)
 VAR = torch.tensor([0.2, 1.5, 0.01], dtype=DTYPE)
@@ -26,7 +26,7 @@ def test_noise_variance_never_drops_below_the_floor():
     likelihood = GaussianLikelihood()
     with torch.no_grad():
         likelihood.raw_noise_variance.fill_(-1e3)
-    assert likelihood.noise_variance >= settings.POSITIVE_FLOOR
+    assert likelihood.noise_variance >= numerics.POSITIVE_FLOOR
 
 
 def test_log_prob_matches_torch_normal():

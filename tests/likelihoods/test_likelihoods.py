@@ -4,10 +4,10 @@ import jsonschema
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N = 5  # points per split
 # Options under test. Monte Carlo likelihoods draw as many samples in training as in prediction, so
 # that generators seeded alike give both the same samples and Jensen's inequality holds exactly.

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from gpstudy import generators as draws
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.likelihoods import RobustMax
 from gpstudy.likelihoods.robustmax import QUADRATURE_POINTS
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 SAMPLES = 1_000_000  # Monte Carlo draws of f per point
 TOLERANCE = 4  # standard errors
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 from scipy.special import log_expit, log_softmax, softmax
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.likelihoods import Bernoulli, Softmax
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 SAMPLES = 100_000  # Monte Carlo samples per point and class of the comparisons
 TOLERANCE = 5  # standard errors
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.gaussian import add_jitter, cholesky, entropy, inverse_positive, kl_to_standard_normal, log_density
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
@@ -15,7 +15,7 @@ from gpstudy.methods import SVGP, MethodConfig, Problem
 from gpstudy.methods.autogp import (AutoGP, expected_log_prob, is_loo_step, leave_one_out,
                                     mixture_entropy_bound)
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N, D, M = 20, 2, 5
 # q(u) starting at p(u), one kernel and Z for every latent, no white term: what the tests below compare with
 # closed forms and SVGP; the options of the authors' code have tests of their own at the end
@@ -414,7 +414,7 @@ def test_identity_initial_covariance_starts_q_at_zero_mean_and_unit_covariance(d
     torch.testing.assert_close(method.q_scale_tril, torch.eye(M, dtype=DTYPE).expand(2, 3, M, M))
     prior = build(x, targets, Softmax(3), components=2, covariance="full", **{**AUTHORS, "initial_covariance": "prior"})
     with torch.no_grad():
-        covariance_zz = prior.kernel(prior.inducing_inputs) + (0.01 + settings.JITTER) * torch.eye(M, dtype=DTYPE)
+        covariance_zz = prior.kernel(prior.inducing_inputs) + (0.01 + numerics.JITTER) * torch.eye(M, dtype=DTYPE)
     q_covariance = prior.q_scale_tril @ prior.q_scale_tril.mT
     torch.testing.assert_close(q_covariance, covariance_zz.expand(2, 3, M, M))
 
@@ -436,7 +436,7 @@ def test_white_noise_enters_k_zz_and_k_xx_not_k_zx(data):
         scale = method.q_scale_tril[0, 0]
 
         def written_out(w: float) -> tuple[torch.Tensor, torch.Tensor]:
-            prior = kernel(z) + (w + settings.JITTER) * torch.eye(M, dtype=DTYPE)
+            prior = kernel(z) + (w + numerics.JITTER) * torch.eye(M, dtype=DTYPE)
             a = torch.linalg.solve(prior, kernel(z, x_test))  # [M, n]
             var = kernel(x_test, diag=True) + w - (kernel(z, x_test) * a).sum(0) + ((scale.mT @ a) ** 2).sum(0)
             return a.mT @ method.q_mean[0, 0], var
@@ -446,4 +446,4 @@ def test_white_noise_enters_k_zz_and_k_xx_not_k_zx(data):
         for wrong in (0.0, 2 * white):
             assert (method.predict_f(x_test)[1] - written_out(wrong)[1]).abs().max() > 1e-3
         torch.testing.assert_close(method.prior_scale_tril()[0] @ method.prior_scale_tril()[0].mT,
-                                   kernel(z) + (white + settings.JITTER) * torch.eye(M, dtype=DTYPE))
+                                   kernel(z) + (white + numerics.JITTER) * torch.eye(M, dtype=DTYPE))

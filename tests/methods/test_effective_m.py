@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.data import Split
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
@@ -31,7 +31,7 @@ def points_used(method) -> int:
 @pytest.mark.parametrize("M", [5, N + 8])
 def test_effective_m_is_the_points_the_method_uses(name, M, method_config):
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(N, D, generator=generator, dtype=settings.DEFAULT_DTYPE)
+    x = torch.randn(N, D, generator=generator, dtype=numerics.DEFAULT_DTYPE)
     options = {key: value for key, value in OPTIONS.items() if key in METHODS[name].options_schema}
     method = build_method(name, Problem(x, torch.sin(x[:, 0]), RBF(D), GaussianLikelihood(0.1), generator),
                           method_config(name, M, N, **options))
@@ -40,7 +40,7 @@ def test_effective_m_is_the_points_the_method_uses(name, M, method_config):
 
 
 def test_a_box_sampler_draws_all_m_points(method_config):
-    x = torch.randn(N, D, dtype=settings.DEFAULT_DTYPE)
+    x = torch.randn(N, D, dtype=numerics.DEFAULT_DTYPE)
     config = method_config("gpnet", N + 8, N, measurement="box", box=[[-1.0, -1.0], [1.0, 1.0]], hidden_units=5)
     method = build_method("gpnet", Problem(x, x[:, 0], RBF(D), GaussianLikelihood(0.1), torch.Generator()), config)
     assert method.effective_M == points_used(method) == N + 8

@@ -3,13 +3,13 @@
 import torch
 from torch.distributions import MultivariateNormal
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import ExactGP, MethodConfig, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N = 25
 
 
@@ -24,7 +24,7 @@ def setup() -> tuple[ExactGP, torch.Tensor, torch.Tensor]:
 
 def noisy_covariance(method: ExactGP, x: torch.Tensor) -> torch.Tensor:
     """K + (JITTER + sigma^2) I, the model's Cov[y]."""
-    noise = settings.JITTER + method.likelihood.noise_variance
+    noise = numerics.JITTER + method.likelihood.noise_variance
     return method.kernel(x) + noise * torch.eye(x.shape[0], dtype=DTYPE)
 
 

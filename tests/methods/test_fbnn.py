@@ -4,12 +4,12 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import FBNN, Problem
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N, BATCH = 40, 6
 
 
@@ -37,7 +37,7 @@ def test_loss_is_minus_the_unscaled_function_space_elbo(data, method_config):
     assert inputs.shape == (BATCH + 4, 1) and torch.equal(inputs[:BATCH], x[:BATCH])
     assert (inputs[BATCH:].abs() <= 3).all()
     q = MultivariateNormal(*method.network.mean_and_covariance(inputs))
-    prior_cov = method.kernel(inputs) + settings.JITTER * torch.eye(BATCH + 4, dtype=DTYPE)
+    prior_cov = method.kernel(inputs) + numerics.JITTER * torch.eye(BATCH + 4, dtype=DTYPE)
     prior = MultivariateNormal(torch.zeros(BATCH + 4, dtype=DTYPE), prior_cov)
     noise = method.likelihood.noise_variance
     mean, var = q.mean[:BATCH], q.covariance_matrix.diagonal()[:BATCH]
@@ -71,7 +71,7 @@ def test_online_hyperparameter_objectives(data, method_config):
         q = MultivariateNormal(*batch.network.mean_and_covariance(inputs))
     kernel = batch.kernel
     kernel.zero_grad()
-    prior_cov = kernel(inputs) + settings.JITTER * torch.eye(BATCH, dtype=DTYPE)
+    prior_cov = kernel(inputs) + numerics.JITTER * torch.eye(BATCH, dtype=DTYPE)
     torch_kl(q, MultivariateNormal(torch.zeros(BATCH, dtype=DTYPE), prior_cov)).backward()
     expected = [parameter.grad.clone() for parameter in kernel.parameters()]
     kernel.zero_grad()

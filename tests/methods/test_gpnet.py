@@ -6,14 +6,14 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_target
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import ExactGP, GPNet, Problem
 from gpstudy.methods.gpnet import beta_schedule
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N, BATCH = 30, 8
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.gaussian import add_jitter, tempered_prior
 from gpstudy.kernels import RBF
 from gpstudy.kernels.cnngp import CNNGP
@@ -17,7 +17,7 @@ from gpstudy.methods import FBNN, GPNet, Problem
 from gpstudy.metrics import task_metrics
 from gpstudy.training.fit import fit
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 SHAPE = (1, 4, 4)  # tiny single-channel images
 D, CLASSES, N, BATCH, M = 16, 3, 48, 8, 6
 TINY_NTK = {"network": "ntk", "hidden_units": 8, "measurement": "train",
@@ -214,7 +214,7 @@ def test_prediction_goes_in_chunks_of_the_networks_size(method_config, data, mon
 
     method = build(method_config, data)
     perturb(method)
-    assert method.predict_chunk == NTK.predict_chunk < settings.PREDICT_CHUNK
+    assert method.predict_chunk == NTK.predict_chunk < numerics.PREDICT_CHUNK
     whole = method.predict_f(data[0])
     monkeypatch.setattr(method.network, "predict_chunk", 5)
     sizes, marginals = [], method.network.marginals

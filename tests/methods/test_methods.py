@@ -7,13 +7,13 @@ import re
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels import KERNELS, RBF, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, build_likelihood
 from gpstudy.methods import METHODS, Method, MethodConfig, Problem, build_method, pairing_problems
 from gpstudy.optim import optimizer_step
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N, D, BATCH = 40, 2, 10
 OPTIONS = {"hidden_units": 15, "measurement": "noisy"}  # for the methods that have these options
 NAMES = sorted(METHODS)

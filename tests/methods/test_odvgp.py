@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.gaussian import add_jitter, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
@@ -12,7 +12,7 @@ from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.odvgp import ODVGP
 from gpstudy.training import fit
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N = 20
 
 

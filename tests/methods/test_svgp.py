@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.gaussian import cholesky, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
@@ -17,7 +17,7 @@ from gpstudy.methods.svgp import kmeans_centres, training_points
 from gpstudy.metrics import task_metrics
 from gpstudy.training.fit import fit
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 N = 20
 
 
@@ -65,7 +65,7 @@ def test_q_starts_at_the_prior(data, method_config):
 
 def set_optimal_q(method: SVGP, x: torch.Tensor, y: torch.Tensor) -> None:
     """The optimal q(u) for fixed Z (Titsias 2009), whitened, with explicit inverses."""
-    k_uu = method.kernel(method.inducing_inputs) + settings.JITTER * torch.eye(N, dtype=DTYPE)
+    k_uu = method.kernel(method.inducing_inputs) + numerics.JITTER * torch.eye(N, dtype=DTYPE)
     k_uf = method.kernel(method.inducing_inputs, x)
     noise = method.likelihood.noise_variance
     middle = torch.linalg.inv(k_uu + k_uf @ k_uf.mT / noise)
@@ -223,7 +223,7 @@ def fixed_method(method_config, data, seed: int = 0, **options) -> SVGP:
 
 
 def fresh_factor(method: SVGP) -> torch.Tensor:
-    return torch.linalg.cholesky(method.kernel(method.inducing_inputs) + settings.JITTER * torch.eye(
+    return torch.linalg.cholesky(method.kernel(method.inducing_inputs) + numerics.JITTER * torch.eye(
         method.inducing_inputs.shape[-2], dtype=method.inducing_inputs.dtype, device=method.inducing_inputs.device))
 
 

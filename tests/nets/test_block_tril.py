@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.nets.block_tril import BlockTril
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 
 
 def randomized(size: int, batch_shape: tuple[int, ...], blocks: int, seed: int = 0) -> BlockTril:

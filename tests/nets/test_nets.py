@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from gpstudy import generators as draws
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.gaussian import inverse_positive, positive
 from gpstudy.kernels import RBF, ArcCosine, Kernel, build_kernel
 from gpstudy.kernels.cnngp import CNNGP
 from gpstudy.nets import NETWORKS as REGISTERED, RFE, InferenceNetwork
 from gpstudy.nets.block_tril import BlockTril
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 
 
 def build_kernel_2d(kernel: tuple[str, dict], lengthscale=(0.5, 2.0), variance: float = 1.7) -> Kernel:
@@ -60,7 +60,7 @@ def test_shapes_covariance_and_marginals(name, inputs):
     mean, factor = network(inputs)
     assert mean.shape == (6,) and factor.shape[0] == 6 and factor.dim() == 2
     _, cov = network.mean_and_covariance(inputs)
-    torch.testing.assert_close(cov, factor @ factor.mT + settings.JITTER * torch.eye(6, dtype=DTYPE))
+    torch.testing.assert_close(cov, factor @ factor.mT + numerics.JITTER * torch.eye(6, dtype=DTYPE))
     assert torch.linalg.eigvalsh(cov).min() > 0
     torch.testing.assert_close(network.marginal_variance(inputs), cov.diagonal())
     marginal_mean, _ = network.marginals(inputs)

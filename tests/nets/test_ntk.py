@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from gpstudy import generators as draws
-from gpstudy import settings
+from gpstudy import numerics
 from gpstudy.kernels import RBF
 from gpstudy.kernels.cnngp import CNNGP
 from gpstudy.nets.ntk import LOG_STD_INIT, NTK
 
-DTYPE = settings.DEFAULT_DTYPE
+DTYPE = numerics.DEFAULT_DTYPE
 SHAPE = (2, 5, 5)  # (C, H, W)
 TINY = {"filters": (3, 3, 4, 4, 5, 5), "dense_units": 6}  # the trunk's sizes in these tests
 CLASSES, HIDDEN = 3, 4
@@ -147,7 +147,7 @@ def test_one_class_drops_the_class_dimension(inputs):
     assert mean.shape == (5,) and factor.shape == (5, TINY["dense_units"] * HIDDEN + 2 * HIDDEN + 1)
     marginal_mean, variance = network.marginals(inputs)
     torch.testing.assert_close(marginal_mean, mean)
-    torch.testing.assert_close(variance, factor.square().sum(-1) + settings.JITTER)
+    torch.testing.assert_close(variance, factor.square().sum(-1) + numerics.JITTER)
     assert network(inputs[:0])[0].shape == (0,)  # no points, no error
 
 

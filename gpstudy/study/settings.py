@@ -7,12 +7,12 @@ import jsonschema
 import numpy as np
 import torch
 
-from gpstudy.config import method_names, object_schema, training_keys
 from gpstudy.data.registry import Dataset
 from gpstudy.devices import resolve_device
 from gpstudy.kernels import KERNELS, Kernel, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 from gpstudy.methods import METHODS, MethodConfig, pairing_problems
+from gpstudy.study.schema import object_schema, training_keys
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every training run (see run_settings)
 DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
@@ -22,6 +22,16 @@ DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, sol
 }
 
 
+def method_names(config: dict[str, Any]) -> list[str]:
+    """Every method a run may name: the registered ones and the config's variants of them."""
+    return sorted({*METHODS, *config.get("variants", {})})
+
+
+def variant_labels(config: dict[str, Any]) -> dict[str, str]:
+    """The display names the config's variants give themselves (``label``), variant -> name, in its order."""
+    return {name: variant["label"] for name, variant in config.get("variants", {}).items() if "label" in variant}
+
+
 class SettingsError(ValueError):
     """Settings that do not fit together (a kernel, likelihood or option the method cannot take)."""
 
@@ -29,8 +39,8 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class RunSettings:
     """Everything one run of one method needs; the fields are the config's ``training`` keys (see
-    ``config.schema.yaml`` for their meaning), the method and M, the seed and the method's own options.
-    No field has a default here: ``run_settings`` takes them from the config."""
+    ``gpstudy/study/config.schema.yaml`` for their meaning), the method and M, the seed and the method's
+    own options. No field has a default here: ``run_settings`` takes them from the config."""
 
     method: str  # a name in gpstudy.methods.METHODS (a variant's registered method)
     M: int  # inducing (SVGP) or measurement (GPNet, FBNN) points
@@ -134,10 +144,19 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
         SettingsError: an unknown method, a key that is neither a training key nor an option of the
             method (in the overrides or a variant), or a method option that has no value.
     """
+    return traced_run_settings(config, dataset, **overrides)[0]
+
+
+def traced_run_settings(config: dict[str, Any], dataset: str | None,
+                        **overrides: Any) -> tuple[RunSettings, dict[str, str | None]]:
+    """:func:`run_settings`, and where each of its values came from: setting (``method``, ``M``, ``seed``,
+    a training key or a method option) -> the config key path that set it (e.g.
+    ``dataset_options.mnist.methods.gpnet.lr``), or None for the caller's ``overrides``."""
     given = {key: value for key, value in overrides.items() if value is not None}
     name, M = given.pop("method"), given.pop("M")
     variant = dict(config.get("variants", {}).get(name, {}))
     method = variant.pop("method", name)
+    variant.pop("label", None)  # its display name (variant_labels), no setting
     if method not in METHODS:
         raise SettingsError(f"unknown method {name!r}; known: {', '.join(method_names(config))}")
     training, option_names = set(training_keys()), set(METHODS[method].options_schema)
@@ -147,19 +166,26 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
             raise SettingsError(f"{where}: {', '.join(unknown)} is neither a training setting nor an option of "
                                 f"method {method!r}")
     data_options = config.get("dataset_options", {}).get(dataset, {}) if dataset is not None else {}
-    values = {**config["training"], **config["methods"].get(method, {})}
-    values.update({key: value for key, value in data_options.items() if key in training | option_names})
-    values.update(data_options.get("methods", {}).get(method, {}))
-    values.update(variant)
-    values.update({key: config[key] for key in STUDY_WIDE if config.get(key) is not None})
-    values.update(given)
+    data_settings = {key: value for key, value in data_options.items() if key in training | option_names}
+    layers = [  # (config key path, its settings), from the lowest precedence to the highest
+        ("training", config["training"]),
+        (f"methods.{method}", config["methods"].get(method, {})),
+        (f"dataset_options.{dataset}", data_settings),
+        (f"dataset_options.{dataset}.methods.{method}", data_options.get("methods", {}).get(method, {})),
+        (f"variants.{name}", variant),
+        ("", {key: config[key] for key in STUDY_WIDE if config.get(key) is not None}),
+        (None, given)]
+    values, sources = {}, {"method": f"variants.{name}.method" if name != method else None, "M": None, "seed": "seed"}
+    for where, settings in layers:
+        for key, value in settings.items():
+            values[key], sources[key] = value, None if where is None else f"{where}.{key}".lstrip(".")
     missing = sorted(option_names - set(values))
     if missing:
         raise SettingsError(f"method {method!r} has no value for {', '.join(missing)} (give it under methods.{method})")
     options = {option: values.pop(option) for option in sorted(option_names)}
     values["device"] = str(resolve_device(values["device"]))
     return RunSettings(method=method, M=M, seed=config["seed"], options=options,
-                       **{name: values[name] for name in training})
+                       **{name: values[name] for name in training}), sources
 
 
 def exact_gp_settings(config: dict[str, Any], dataset: str | None) -> RunSettings:

@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from gpstudy import devices
-from gpstudy.config import training_keys, validate_config
-from gpstudy.training import RunSettings, run_settings
-from gpstudy.training.settings import SettingsError, exact_gp_settings
+from gpstudy.study import RunSettings, run_settings, training_keys, validate_config
+from gpstudy.study.settings import SettingsError, exact_gp_settings
 
 
 def test_precedence(study_config):
@@ -109,7 +108,7 @@ def test_a_variant_is_its_method_with_its_own_keys(study_config):
                                                   r"option of method 'svgp'"),
 ])
 def test_a_bad_variant_is_named(study_config, variants, message):
-    from gpstudy.config import ConfigError
+    from gpstudy.study import ConfigError
 
     config = copy.deepcopy(study_config)
     config["variants"].update(variants)

@@ -6,11 +6,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.config import (ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, splits_of,
-                            study_jobs, validate_config)
-from gpstudy.training import run_settings
+from gpstudy.study import (ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, run_settings,
+                           splits_of, study_jobs, validate_config)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
 
 

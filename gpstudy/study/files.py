@@ -1,0 +1,95 @@
+"""Config files read and merged in order, as Snakemake merges ``--configfile`` over ``config.yaml``,
+recording which file set each value and on which line (``gpstudy settings`` prints it beside the value)."""
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpstudy.study.validate import validate_config
+
+KeyPath = tuple[str, ...]  # a config key path, e.g. ("dataset_options", "mnist", "likelihood")
+
+
+@dataclass
+class Sources:
+    """Where the values of a merged config were set: key path -> the source (a file as given, or the
+    overrides') whose merge set it last; per file, the line of each key path it writes (a key reached
+    through a YAML anchor ``<<: *name``: the line of the anchor's key)."""
+
+    set_by: dict[KeyPath, str] = field(default_factory=dict)
+    lines: dict[str, dict[KeyPath, int]] = field(default_factory=dict)
+
+    def of(self, path: KeyPath) -> str:
+        """The sources of the value at ``path`` as ``file:line``, `` + ``-joined in merge order: the one
+        that set ``path`` or the mapping holding it, and any that changed a key inside it."""
+        above = next((self.set_by[path[:n]] for n in range(len(path), 0, -1) if path[:n] in self.set_by), None)
+        below = [source for known, source in self.set_by.items()
+                 if len(known) > len(path) and known[:len(path)] == path]
+        sources = dict.fromkeys([*([above] if above else []), *below])
+        return " + ".join(f"{source}:{self.lines[source][path]}" if path in self.lines.get(source, {}) else source
+                          for source in sources)
+
+
+def load_config(*files: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Config files merged in order (nested keys merged, as Snakemake's ``--configfile`` does), then
+    ``overrides`` (None values ignored), validated."""
+    return load_traced_config(*files, overrides=overrides)[0]
+
+
+def load_traced_config(*files: str | Path, overrides: dict[str, Any] | None = None,
+                       overrides_source: str = "the overrides") -> tuple[dict[str, Any], Sources]:
+    """:func:`load_config`, and where each value was set (:class:`Sources`; the overrides named
+    ``overrides_source``)."""
+    config: dict[str, Any] = {}
+    sources = Sources()
+    for path in files:
+        text = Path(path).read_text()
+        merge(config, yaml.safe_load(text) or {}, sources.set_by, str(path))
+        sources.lines[str(path)] = key_lines(text)
+    merge(config, {key: value for key, value in (overrides or {}).items() if value is not None}, sources.set_by,
+          overrides_source)
+    validate_config(config)
+    return config, sources
+
+
+def merge(config: dict, changes: dict, origins: dict[KeyPath, str] | None = None, source: str = "",
+          at: KeyPath = ()) -> None:
+    """Update ``config`` in place with ``changes``, merging nested mappings key by key; each key path
+    assigned (a value, or a mapping that replaces a non-mapping) is recorded in ``origins`` as set by
+    ``source``, and whatever was recorded below it is forgotten."""
+    for key, value in changes.items():
+        path = (*at, key)
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            merge(config[key], value, origins, source, path)
+        else:
+            config[key] = copy.deepcopy(value)
+            if origins is not None:
+                for below in [known for known in origins if known[:len(path)] == path]:
+                    del origins[below]
+                origins[path] = source
+
+
+def key_lines(text: str) -> dict[KeyPath, int]:
+    """The line (1-based) of every key path of a YAML document, its anchors' merges (``<<: *name``)
+    resolved as ``yaml.safe_load`` resolves them: a merged key is on its anchor's line."""
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        lines: dict[KeyPath, int] = {}
+
+        def walk(node: yaml.Node, at: KeyPath) -> None:
+            if not isinstance(node, yaml.MappingNode):
+                return
+            loader.flatten_mapping(node)  # as the constructor does: merged keys first, the node's own win
+            for key, value in node.value:
+                lines[(*at, key.value)] = key.start_mark.line + 1
+                walk(value, (*at, key.value))
+
+        if root is not None:
+            walk(root, ())
+        return lines
+    finally:
+        loader.dispose()

@@ -1,0 +1,129 @@
+"""A study configuration checked against the schema, the registries and itself, before any job runs.
+
+After the schema, every training job's settings are resolved and checked: the kernel, the likelihood
+and the method by name, the kernel's options by its own schema, the likelihood against the data set's
+task and against what the method supports.
+"""
+
+import math
+from typing import Any
+
+import jsonschema
+
+from gpstudy import paths
+from gpstudy.data.registry import DATASETS, READER_OPTIONS, get_dataset
+from gpstudy.methods import METHODS
+from gpstudy.paper import quoted_tables
+from gpstudy.study.datasets import USER_DATASET_KEYS, dataset_of, user_datasets
+from gpstudy.study.jobs import experiment_metrics, study_jobs
+from gpstudy.study.schema import ConfigError, load_schema
+from gpstudy.study.settings import SettingsError, method_names, run_settings
+
+
+def validate_config(config: dict[str, Any]) -> None:
+    """Check a configuration against the schema, the registries and itself.
+
+    Raises:
+        ConfigError: naming the offending key (e.g. ``$.datasets[1]``) and what is wrong with it.
+    """
+    errors = sorted(jsonschema.Draft202012Validator(load_schema()).iter_errors(config),
+                    key=lambda e: list(e.absolute_path))
+    problems = [f"  config key {e.json_path}: {e.message}" for e in errors]
+    problems += [f"  config key {path}: a number must be finite, not NaN or infinite" for path in _non_finite(config)]
+    problems = problems or [f"  config key {path}: {problem}" for path, problem in _bad_names(config)]
+    if problems:
+        raise ConfigError("invalid configuration:\n" + "\n".join(problems))
+    known = set(DATASETS) | set(user_datasets(config))
+    named = [("datasets", config["datasets"]), ("dataset_options", config.get("dataset_options", {}))]
+    named += [(f"experiments.{name}.datasets", spec["datasets"]) for name, spec in config["experiments"].items()]
+    for key, names in named:
+        for index, name in enumerate(names):
+            if name not in known:
+                where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
+                raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
+                                  f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)")
+    used = {*config["datasets"], *config.get("dataset_options", {}),
+            *(name for spec in config["experiments"].values() for name in spec["datasets"])}
+    for name in sorted(used - set(user_datasets(config))):
+        try:
+            get_dataset(name).with_reader_options(config.get("dataset_options", {}).get(name, {}))
+        except ValueError as error:
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: {error}") from None
+    for name, options in config.get("dataset_options", {}).items():
+        if "sha256" in options and "source" not in options:  # a user data set's: refused below
+            try:
+                dataset_of(config, name)
+            except ValueError as error:
+                raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: {error}") from None
+    for name in config.get("variants", {}):
+        if name in METHODS:
+            raise ConfigError(f"invalid configuration:\n  config key $.variants.{name}: a registered method's name; "
+                              "give the variant a name of its own")
+    for index, name in enumerate(config.get("run_experiments") or []):
+        if name not in config["experiments"]:
+            raise ConfigError(f"invalid configuration:\n  config key $.run_experiments[{index}]: unknown experiment "
+                              f"{name!r}; known: {', '.join(sorted(config['experiments']))}")
+    for name, spec in config["experiments"].items():
+        for method in spec["methods"]:
+            if method not in method_names(config):
+                raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.methods.{method}: "
+                                  f"unknown method {method!r}; known: {', '.join(method_names(config))} "
+                                  "(or define it under `variants`)")
+        metrics = experiment_metrics(config, name)  # one task per experiment
+        if "quoted" in spec and quoted_tables()[spec["quoted"]]["metric"] not in metrics:
+            raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.quoted: table "
+                              f"{spec['quoted']!r} holds {quoted_tables()[spec['quoted']]['metric']}, not one of the "
+                              f"experiment's metrics ({', '.join(metrics)})")
+        if "posteriors" in spec.get("outputs", []) and len(spec["datasets"]) != 1:
+            raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
+                              f"one data set of one input, not {len(spec['datasets'])}")
+    for name, options in user_datasets(config).items():
+        if "sha256" in options:
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: a user data set "
+                              "pins its file with source.sha256")
+        if set(options) & READER_OPTIONS:
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: "
+                              f"{', '.join(sorted(set(options) & READER_OPTIONS))} is an option of a registered "
+                              "data set's reader, not of a user data set")
+        missing = [key for key in USER_DATASET_KEYS if key not in options]
+        if missing:
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: a user data set "
+                              f"(one with a `source`) needs {', '.join(missing)}")
+    for name, options in config.get("dataset_options", {}).items():
+        if "standardize_inputs" in options and dataset_of(config, name).task == "regression":
+            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.standardize_inputs: "
+                              f"{name!r} is a regression data set, whose x and y are always standardized with "
+                              "training statistics; the option is a classification data set's")
+    for job in study_jobs(config):
+        try:
+            run_settings(config, job.dataset, method=job.method, M=job.M).check(dataset_of(config, job.dataset))
+        except SettingsError as error:
+            raise ConfigError(f"invalid configuration:\n  experiment {job.experiment!r}, data set {job.dataset!r}, "
+                              f"method {job.method!r}: {error}") from None
+
+
+def _bad_names(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, problem) of every data set, method and variant name that breaks its rule in ``paths``:
+    the names become parts of the study's file paths, and Snakemake matches them by those rules."""
+    named = [(paths.DATASET_NAME, "data set", f"$.datasets[{i}]", name) for i, name in enumerate(config["datasets"])]
+    named += [(paths.DATASET_NAME, "data set", f"$.dataset_options.{name}", name)
+              for name in config.get("dataset_options", {})]
+    named += [(paths.METHOD_NAME, "variant", f"$.variants.{name}", name) for name in config.get("variants", {})]
+    for experiment, spec in config["experiments"].items():
+        named += [(paths.DATASET_NAME, "data set", f"$.experiments.{experiment}.datasets[{i}]", name)
+                  for i, name in enumerate(spec["datasets"])]
+        named += [(paths.METHOD_NAME, "method", f"$.experiments.{experiment}.methods.{name}", name)
+                  for name in spec["methods"]]
+    return [(path, f"{kind} name {name!r} must match {rule.pattern} ({rule.words})")
+            for rule, kind, path, name in named if not rule.allows(name)]
+
+
+def _non_finite(value: Any, path: str = "$") -> list[str]:
+    """The paths of every NaN or infinite number in a config (JSON schema's bounds let NaN through)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path]
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _non_finite(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _non_finite(item, f"{path}[{index}]")]
+    return []
