@@ -13,7 +13,7 @@ from gpstudy.claims.kinds import KINDS, Planned
 
 CLAIMS_FILE = "paper_claims.yaml"  # the package's claims
 HOLDS_ON = ("all", "most")  # a claim holds when every check passes | when more than half of them do
-COMMON = {"id": {"type": "string", "pattern": "^[a-z0-9_]+$"}, "quote": {"type": "string", "minLength": 1},
+COMMON = {"id": {"type": "string", "pattern": "^[A-Za-z0-9_]+$"}, "quote": {"type": "string", "minLength": 1},
           "experiment": {"type": "string"},
           "datasets": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True},
           "holds_on": {"enum": list(HOLDS_ON)}, "kind": {"enum": sorted(KINDS)}}  # every claim's keys
@@ -69,9 +69,10 @@ def load_claims(path: str | Path | None = None) -> list[Claim]:
 
 def _problem(entry: object) -> str | None:
     """What is wrong with one claim's entry, or None."""
-    if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
-        kind = entry.get("kind") if isinstance(entry, dict) else None
-        return f"kind {kind!r} is not one of {', '.join(sorted(KINDS))}"
+    if not isinstance(entry, dict):
+        return "a mapping of a claim's keys expected"
+    if entry.get("kind") not in KINDS:
+        return f"kind {entry.get('kind')!r} is not one of {', '.join(sorted(KINDS))}"
     kind = KINDS[entry["kind"]]
     schema = {"type": "object", "additionalProperties": False, "properties": {**COMMON, **kind.properties},
               "required": [*COMMON, *kind.required]}
