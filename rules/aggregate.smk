@@ -65,9 +65,6 @@ rule posteriors:
         pdf=f"{paths.POSTERIORS}.pdf",
     params:
         runs=lambda wildcards: run_files(wildcards.experiment),
-        settings=lambda wildcards: asdict(posterior_reference(wildcards)),
-    resources:
-        gpu=posterior_gpus,
     log:
         "logs/aggregate/posteriors_{experiment}.log",
     benchmark:

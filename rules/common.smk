@@ -147,8 +147,10 @@ def reference_inputs(wildcards):
 
 
 def posterior_inputs(wildcards):
-    """What a posteriors figure draws: the experiment's jobs, split 0, and the reference's hyperparameters."""
-    return {"runs": batch_dirs(wildcards.experiment), **reference_inputs(wildcards)}
+    """What a posteriors figure draws: the experiment's jobs, split 0's training points, the exact GP."""
+    dataset = posterior_dataset(wildcards)
+    return {"runs": batch_dirs(wildcards.experiment), "split": split_path(dataset, 0),
+            "reference": paths.REFERENCE.format(experiment=wildcards.experiment)}
 
 
 def claim_posteriors(wildcards=None):

@@ -11,6 +11,7 @@ from gpstudy.training.settings import run_settings
 
 NOT_RESULTS = ("device", "seed", "checkpoint_minutes", "checkpoint_every", "eval_every")  # settings that change
 # where or when a run computes, or which random draws it takes, not what the paper's protocol is
+PRETRAINING = ("pretrain_iterations", "pretrain_subset", "pretrain_lr")  # settings of a run that pretrains only
 
 
 def settings_gaps(config: dict[str, Any], paper_config: dict[str, Any]) -> dict[str, str]:
@@ -31,10 +32,11 @@ def settings_gaps(config: dict[str, Any], paper_config: dict[str, Any]) -> dict[
 
 
 def _described(config: dict[str, Any], dataset: str, method: str, M: int) -> dict[str, Any]:
-    """A cell's settings that decide its numbers: the run's (its method's options among them), the split
-    protocol and sizes, and the number of splits."""
+    """A cell's settings that decide its numbers: the run's (its method's options among them; pretraining's
+    only where it pretrains), the split protocol and sizes, and the number of splits."""
     settings = asdict(run_settings(config, dataset, method=method, M=M))
-    described = {key: value for key, value in settings.items() if key not in NOT_RESULTS and key != "options"}
+    unused = NOT_RESULTS + (() if settings["pretrain"] else PRETRAINING)
+    described = {key: value for key, value in settings.items() if key not in unused and key != "options"}
     described.update(settings["options"])
     plan = data_plan(config, dataset)
     described.update(protocol=plan.protocol, train_size=plan.train_size, test_size=plan.test_size,
