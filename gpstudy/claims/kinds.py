@@ -20,7 +20,7 @@ from functools import partial
 
 import numpy as np
 
-from gpstudy.claims.evidence import (HIGHER_IS_BETTER, POSTERIOR_MEASURES, RUN_MEASURES, SD_OF, Evidence,
+from gpstudy.claims.evidence import (HIGHER_IS_BETTER, POSTERIOR_MEASURES, RUN_MEASURES, SD_OF, Evidence, NotRun,
                                      measure_name)
 from gpstudy.tables import method_label
 
@@ -60,6 +60,8 @@ def paired_outcome(evidence: Evidence, experiment: str, dataset: str, ours: tupl
     difference ours - theirs over the splits both ran, judged by ``relation`` (see the module)."""
     a, b = (evidence.values(experiment, dataset, method, M, measure, sd_of) for method, M in (ours, theirs))
     splits = a.index.intersection(b.index)
+    if splits.empty:
+        raise NotRun(f"no split where both {method_label(*ours)} and {method_label(*theirs)} ran on {dataset}")
     difference = (a[splits] - b[splits]).to_numpy()
     n = len(difference)
     mean = float(difference.mean())

@@ -187,6 +187,20 @@ def test_absent_or_failed_runs_are_not_run_never_passed(planted_uci):
     assert verdicts([posterior_claim], Evidence(planted_uci)) == [NOT_RUN]
 
 
+def test_paired_over_the_splits_both_ran():
+    svgp = run_rows("uci", "boston", "svgp", 100, 3.0)
+    gpnet = run_rows("uci", "boston", "gpnet", 100, 2.0)
+    for row in gpnet[10:]:
+        row.update(rmse=np.nan, status="failed: CholeskyError")
+    better = claim("paired", relation="better", method="gpnet", versus="svgp", M=[100], measure="rmse")
+    table = evaluate_claims([better], Evidence(runs_table(svgp, gpnet)))
+    assert table["n"].iloc[0] == 10 and table["verdict"].iloc[0] == PASS
+    for row in svgp[:10]:
+        row.update(rmse=np.nan, status="failed: CholeskyError")
+    table = evaluate_claims([better], Evidence(runs_table(svgp, gpnet)))
+    assert table["verdict"].iloc[0] == NOT_RUN and "no split where both GPNet 100 and SVGP 100 ran" in table["note"].iloc[0]
+
+
 def test_runs_at_other_settings_are_measured_but_not_run(planted_uci):
     gaps = {cell_key("uci", "boston", "gpnet", 100): "iterations 200, not 10000; 2 splits, not 20",
             cell_key("uci", "boston", "svgp", 100): "iterations 200, not 10000"}
