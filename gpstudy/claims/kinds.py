@@ -68,18 +68,19 @@ def paired_outcome(evidence: Evidence, experiment: str, dataset: str, ours: tupl
     se = float(difference.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
     margin = 0.0 if n == 1 else SE_MULTIPLE * se  # the differences' allowance for noise
     sign = -1.0 if measure in HIGHER_IS_BETTER else 1.0  # sign * difference < 0: ours better
-    if relation == "better":
-        passed = sign * mean < -margin
-        bound = f"< {-margin:.4g}" if sign > 0 else f"> {margin:.4g}"
-    elif relation == "no_worse":
-        passed = sign * mean <= margin
-        bound = f"≤ {margin:.4g}" if sign > 0 else f"≥ {-margin:.4g}"
-    else:  # comparable
+    allowance = f"{SE_MULTIPLE:g} SE" if n > 1 else "0"  # the threshold in words, its value after a comma
+    value = f", {SE_MULTIPLE:g} SE = {margin:.4g}" if n > 1 else ""
+    if relation == "comparable":
         limit = tolerance * abs(float(b[splits].mean())) if relative else tolerance
         passed = abs(mean) + margin <= limit
-        bound = f"|difference| + {margin:.4g} ≤ {limit:.4g}"
-    if n > 1:
-        bound += f" ({SE_MULTIPLE:g} SE = {margin:.4g})"
+        return Outcome(mean, se, n, f"|difference| + {allowance} ≤ {limit:.4g}{value}", bool(passed))
+    if relation == "better":  # beyond the allowance, on the better side of 0
+        passed = sign * mean < -margin
+        bound = f"< -{allowance}" if sign > 0 else f"> {allowance}"
+    else:  # no_worse: within the allowance, on the worse side of 0
+        passed = sign * mean <= margin
+        bound = f"≤ {allowance}" if sign > 0 else f"≥ -{allowance}"
+    bound = bound.replace("-0", "0") + value
     return Outcome(mean, se, n, bound, bool(passed))
 
 

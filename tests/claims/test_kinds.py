@@ -92,6 +92,7 @@ def test_paired_better_passes_beyond_two_standard_errors_only(planted_uci):
     assert table["value"].iloc[0] == pytest.approx(-3 * 0.1 * NOISE_SE)
     assert table["se"].iloc[0] == pytest.approx(0.1 * NOISE_SE)
     assert table["n"].iloc[0] == 20
+    assert list(table["threshold"]) == [f"< -2 SE, 2 SE = {2 * 0.1 * NOISE_SE:.4g}"] * 2
     versus_fbnn = claim("paired", relation="better", method="gpnet", versus="fbnn", M=[500], measure="rmse")
     assert verdicts([versus_fbnn], evidence) == [PASS]  # -2.5 SE: a 4-SE rule would call it not better
 
@@ -109,7 +110,7 @@ def test_paired_test_ll_is_better_when_higher(planted_uci):
     table = evaluate_claims([claim("paired", relation="better", method="gpnet", versus="svgp", M=[100],
                                    measure="test_ll")], Evidence(planted_uci))
     assert list(table["verdict"]) == [PASS] and table["value"].iloc[0] > 0
-    assert table["threshold"].iloc[0].startswith(">")
+    assert table["threshold"].iloc[0] == f"> 2 SE, 2 SE = {2 * 0.1 * NOISE_SE:.4g}"
 
 
 def test_paired_comparable_within_a_relative_or_absolute_tolerance():
@@ -159,6 +160,7 @@ def test_paired_on_a_posterior_measure_is_one_draw():
     table = evaluate_claims([fits_better], evidence)
     assert list(table["verdict"]) == [PASS, FAIL]
     assert list(table["value"]) == pytest.approx([-0.5, 0.2]) and table["se"].isna().all()
+    assert list(table["threshold"]) == ["< 0", "< 0"]
 
 
 def test_sd_ratio_near_the_data_is_the_ratio_of_standard_deviations():
