@@ -38,3 +38,5 @@ CURVES_FIGURE = "results/figures/learning_curves_{experiment}.png"  # every expe
 TABLES = "results/tables/{experiment}_{metric}"  # an experiment's `tables` output (Tables 3-4), + .csv .md .tex
 VIOLINS = "results/figures/{experiment}_violins"  # its `violins` output (Figure 3), + .png .pdf
 POSTERIORS = "results/figures/{experiment}"  # its `posteriors` output (Figure 4), + .png .pdf
+REFERENCE = "results/reference/{experiment}_exact_gp.csv"  # the exact GP on a `posteriors` experiment's plotted grid
+CLAIMS = "results/claims"  # the paper's claims checked on the study's runs, + .md .csv

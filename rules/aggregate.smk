@@ -3,6 +3,7 @@
 
 localrules:
     collect,
+    claims,
 
 
 rule collect:
@@ -64,9 +65,6 @@ rule posteriors:
         pdf=f"{paths.POSTERIORS}.pdf",
     params:
         runs=lambda wildcards: run_files(wildcards.experiment),
-        settings=lambda wildcards: asdict(posterior_reference(wildcards)),
-    resources:
-        gpu=posterior_gpus,
     log:
         "logs/aggregate/posteriors_{experiment}.log",
     benchmark:
@@ -92,3 +90,41 @@ rule learning_curves:
         "../environment.yml"
     script:
         "../scripts/learning_curves.py"
+
+
+rule exact_reference:
+    input:
+        unpack(reference_inputs),
+    output:
+        paths.REFERENCE,
+    params:
+        settings=posterior_reference_params,
+    resources:
+        gpu=posterior_gpus,
+    log:
+        "logs/aggregate/exact_reference_{experiment}.log",
+    benchmark:
+        "results/benchmarks/aggregate/exact_reference_{experiment}.tsv"
+    conda:
+        "../environment.yml"
+    script:
+        "../scripts/exact_reference.py"
+
+
+rule claims:
+    input:
+        unpack(claims_inputs),
+    output:
+        md=report(f"{paths.CLAIMS}.md", caption="../report/claims.rst", category="Tables"),
+        csv=f"{paths.CLAIMS}.csv",
+    params:
+        posteriors=claim_posteriors,
+        gaps=claims_gaps,
+    log:
+        "logs/aggregate/claims.log",
+    benchmark:
+        "results/benchmarks/aggregate/claims.tsv"
+    conda:
+        "../environment.yml"
+    script:
+        "../scripts/claims.py"

@@ -1,12 +1,15 @@
 """Helpers shared by the rules: the config lookups that turn wildcards into inputs and params."""
 
 import functools
+import os
 from dataclasses import asdict
 
 from gpstudy import paths
+from gpstudy.claims import claims_path, settings_gaps
 from gpstudy.data import PROTOCOLS
 from gpstudy.metrics import TASK_METRICS
-from gpstudy.study import data_plan, data_stage_params, experiment_targets, splits_of, study_jobs, validate_config
+from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, splits_of, study_jobs,
+                           validate_config)
 from gpstudy.study.settings import exact_gp_settings, run_settings
 
 validate_config(config)
@@ -144,13 +147,54 @@ def posterior_gpus(wildcards):
     return gpus(posterior_reference(wildcards))
 
 
-def posterior_inputs(wildcards):
-    """What a posteriors figure draws: the experiment's jobs, split 0, and the reference's hyperparameters."""
+def posterior_reference_params(wildcards):
+    return asdict(posterior_reference(wildcards))
+
+
+def reference_inputs(wildcards):
+    """What the exact-GP reference of a posteriors experiment needs: split 0 and its hyperparameters."""
     dataset = posterior_dataset(wildcards)
-    return {"runs": batch_dirs(wildcards.experiment), "split": split_path(dataset, 0),
+    return {"split": split_path(dataset, 0),
             "hyperparameters": [pretrained_path(dataset, 0)] if posterior_reference(wildcards).pretrain else []}
 
 
+def posterior_inputs(wildcards):
+    """What a posteriors figure draws: the experiment's jobs, split 0's training points, the exact GP."""
+    dataset = posterior_dataset(wildcards)
+    return {"runs": batch_dirs(wildcards.experiment), "split": split_path(dataset, 0),
+            "reference": paths.REFERENCE.format(experiment=wildcards.experiment)}
+
+
+def claim_posteriors(wildcards=None):
+    """The posteriors the claims are measured on, per experiment that draws them (rule claims' params)."""
+    drawn = {}
+    for experiment in EXPERIMENTS:
+        if "posteriors" in config["experiments"][experiment].get("outputs", []):
+            dataset = config["experiments"][experiment]["datasets"][0]
+            drawn[experiment] = {"dataset": dataset, "reference": paths.REFERENCE.format(experiment=experiment),
+                                 "split": split_path(dataset, 0), "runs": run_files(experiment)}
+    return drawn
+
+
+def claims_inputs(wildcards):
+    """The claims' files: the claims, the run table and each posteriors experiment's runs and reference."""
+    drawn = claim_posteriors()
+    return {"claims": str(claims_path()), "runs": paths.RUNS,
+            "posteriors": [path for experiment, files in drawn.items()
+                           for path in (files["reference"], files["split"], *batch_dirs(experiment))]}
+
+
+def claims_gaps(wildcards):
+    """How each trained cell's settings differ from config.yaml's, the paper's (rule claims' params)."""
+    return paper_gaps()
+
+
+@functools.cache
+def paper_gaps():
+    return settings_gaps(config, load_config(os.path.join(workflow.basedir, "config.yaml")))
+
+
 def final_targets():
-    """The study's outputs: the run tables, and each experiment's learning curves and configured outputs."""
-    return [paths.RUNS, paths.CURVES, *experiment_targets(config)]
+    """The study's outputs: the run tables, each experiment's learning curves and configured outputs, and the
+    paper's claims checked on them."""
+    return [paths.RUNS, paths.CURVES, *experiment_targets(config), *multiext(paths.CLAIMS, ".md", ".csv")]

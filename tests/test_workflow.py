@@ -84,7 +84,8 @@ def test_dry_run_of_the_full_study_plans_every_job(tmp_path):
         "pretrain": 4 * 20 + 1,  # Boston, Concrete, Kin8nm, Protein and Snelson pretrain
         "train": 7 * 5 + 7 * 4 + 3 * 3,  # UCI: 5 (method, M) per data set, 20 splits in each job; ODVGP: 4; Snelson: 3 x 3
         "collect": 1, "tables": 2 + 2, "violins": 1, "posteriors": 1, "learning_curves": 3, "all": 1,  # tables: per metric
-        "total": 321,
+        "exact_reference": 1, "claims": 1,  # Snelson's exact GP on the plotted grid; results/claims.md
+        "total": 323,
     }
 
 
@@ -124,13 +125,13 @@ def planned_jobs(workdir: Path, profile: str, *args: str, fake_gpu: bool = False
 ])
 def test_every_job_on_cuda_asks_for_a_gpu(tmp_path, profile, args, fake_gpu):
     jobs = planned_jobs(tmp_path, profile, *args, fake_gpu=fake_gpu)
-    assert len(jobs) == 321  # the full study (test_dry_run_of_the_full_study_plans_every_job)
+    assert len(jobs) == 323  # the full study (test_dry_run_of_the_full_study_plans_every_job)
     for job in jobs:
         assert job["device"] is None or re.fullmatch(r"cpu|cuda(:\d+)?", job["device"]), job  # resolved, never auto
         on_cuda = job["device"] is not None and job["device"].startswith("cuda")
         assert not on_cuda or job["gpu"] >= 1, job
     assert any(job["device"].startswith("cuda") for job in jobs if job["rule"] == "train")
-    exact_gp = [job for job in jobs if job["rule"] in ("pretrain", "posteriors")]
+    exact_gp = [job for job in jobs if job["rule"] in ("pretrain", "exact_reference")]
     assert len(exact_gp) == 4 * 20 + 1 + 1 and all(job["device"] == "cpu" for job in exact_gp)  # methods.exact.device
 
 
@@ -192,6 +193,14 @@ def test_quick_study_tables_carry_the_papers_values(quick_study):
         markdown = (quick_study / f"results/tables/uci_{metric}.md").read_text()
         assert "| Boston |" in markdown and boston_svgp_100 in markdown
         assert "\\begin{tabular}" in (quick_study / f"results/tables/uci_{metric}.tex").read_text()
+
+
+def test_quick_study_claims_are_not_run_at_its_settings(quick_study):
+    claims = pd.read_csv(quick_study / "results/claims.csv")
+    assert (claims["verdict"] == "not run").all() and (claims["claim_verdict"] == "not run").all()
+    snelson = claims[claims["experiment"] == "snelson"]
+    assert snelson["value"].notna().all() and snelson["note"].str.contains("iterations 500, not 40000").all()
+    assert "`snelson_recover_exact_gp`: not run" in (quick_study / "results/claims.md").read_text()
 
 
 def test_quick_study_odvgp_table_and_wall_clock_curves(quick_study):

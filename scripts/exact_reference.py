@@ -1,0 +1,13 @@
+"""Rule exact_reference: the exact GP's posterior on a 1-D data set's plotted grid (Figure 4's dashes), as
+a table the claims are measured against."""
+
+from gpstudy.data import load_split
+from gpstudy.io import write_csv
+from gpstudy.job import start_job
+from gpstudy.pretrain import read_hyperparameters
+from gpstudy.training import RunSettings, exact_reference
+
+start_job(snakemake.log[0])
+write_csv(snakemake.output[0], exact_reference(load_split(snakemake.input.split),
+                                               read_hyperparameters(snakemake.input.hyperparameters),
+                                               RunSettings(**snakemake.params.settings)))
