@@ -68,8 +68,8 @@ def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path,
             ax.tick_params(axis="x", labelrotation=90, labelbottom=row == len(metrics) - 1)
         axes[row, 0].set_ylabel(METRIC_NAMES[metric])
     failed = len(uci) - len(ok)
-    figure.suptitle("Violins over splits; PBP: mean ± standard error"
-                    + (f"; failed runs not shown: {failed}" if failed else ""))
+    figure.suptitle("\n".join(["Violins over splits"] + (["PBP: mean ± standard error"] if "PBP" in labels else [])
+                               + ([f"failed runs not shown: {failed}"] if failed else [])))
     _save(figure, png, pdf)
 
 

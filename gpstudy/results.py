@@ -21,6 +21,7 @@ def collect_runs(metrics_files: Iterable[Path]) -> pd.DataFrame:
     (the same ``LABELS``) are an error naming them."""
     metrics_files = list(map(Path, metrics_files))
     frame = pd.DataFrame([read_run(path) for path in metrics_files], columns=RUN_COLUMNS)
+    frame = frame.astype({column: "Int64" for column in OPTIONAL_COLUMNS})  # a failed run's are empty, the rest stay integers
     _refuse_duplicates(frame, "metrics.json files", lambda rows: ", ".join(str(metrics_files[row]) for row in rows))
     return frame.sort_values(LABELS, ignore_index=True)
 
@@ -49,20 +50,21 @@ def read_runs(path: Path) -> pd.DataFrame:
         runs = runs.reindex(columns=RUN_COLUMNS).astype({"M": int, "split": int})
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: M and split must be integers ({error}); {rewrite}") from None
-    _refuse_duplicates(runs, str(path), lambda rows: "lines " + ", ".join(str(row + 2) for row in rows))
+    _refuse_duplicates(runs, str(path), lambda rows: "lines " + ", ".join(str(row + 2) for row in rows), rewrite)
     return runs
 
 
-def _refuse_duplicates(runs: pd.DataFrame, source: str, where: Callable[[list[int]], str]) -> None:
+def _refuse_duplicates(runs: pd.DataFrame, source: str, where: Callable[[list[int]], str], remedy: str = "") -> None:
     """Raise ``ValueError`` where two rows of ``runs`` (read from ``source``) have the same ``LABELS``: one
-    run counted twice would weigh twice in every mean. ``where(rows)`` names the rows' own sources."""
+    run counted twice would weigh twice in every mean. ``where(rows)`` names the rows' own sources; ``remedy``
+    (if any) ends the message."""
     duplicated = runs.duplicated(LABELS, keep=False)
     if duplicated.any():
         groups = list(runs[duplicated].groupby(LABELS, sort=False).groups.items())
         described = "; ".join(f"{experiment} {dataset} {method} M={m} split {split}: {where(list(rows))}"
                               for (experiment, dataset, method, m, split), rows in groups[:SHOWN])
         raise ValueError(f"{source}: {len(groups)} run(s) appear more than once, which would count them twice: "
-                         f"{described}")
+                         f"{described}" + (f"; {remedy}" if remedy else ""))
 
 
 def collect_curves(metrics_files: Iterable[Path]) -> pd.DataFrame:

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from gpstudy.plots import CURVE_PANEL, DPI, SNELSON_PANEL, VIOLIN_PANEL, learning_curves, posteriors, violins
 
@@ -50,8 +51,13 @@ def test_violins_of_a_classification_draw_its_error_rate_and_log_likelihood(tmp_
     violinplot = sns.violinplot
     monkeypatch.setattr(sns, "violinplot", lambda data, y, **kwargs: drawn.append((y, data[y].notna().sum()))
                         or violinplot(data=data, y=y, **kwargs))
+    titles = []
+    suptitle = Figure.suptitle
+    monkeypatch.setattr(Figure, "suptitle", lambda figure, text, **kwargs: titles.append(text)
+                        or suptitle(figure, text, **kwargs))
     violins(runs, "classification", tmp_path / "v.png", tmp_path / "v.pdf")
     assert drawn == [("error_rate", 3), ("error_rate", 3), ("test_ll", 3), ("test_ll", 3)]  # rows: metrics
+    assert titles == ["Violins over splits"]  # no PBP, which has no classification numbers
     _assert_png(tmp_path / "v.png", VIOLIN_PANEL[0] * 2, VIOLIN_PANEL[1] * 2)
 
 

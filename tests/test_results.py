@@ -36,6 +36,20 @@ def test_a_run_table_reads_back_as_written(runs_csv):
     np.testing.assert_allclose(runs["rmse"], [3.0, 3.2, 2.9])
 
 
+def test_sizes_stay_integers_beside_a_failed_run(tmp_path):
+    """A failed run has no M_effective, N or D; the other runs' are still written as integers (455, not 455.0)."""
+    files = [tmp_path / name / "metrics.json" for name in ("ok", "failed")]
+    for path, run in zip(files, [metrics(0, 3.0, n_train=455, n_test=51, D=13),
+                                 {**metrics(1, float("nan"), status="failed: diverged"), "M_effective": None}]):
+        path.parent.mkdir()
+        path.write_text(json.dumps(run))
+    path = tmp_path / "runs.csv"
+    collect_runs(files).to_csv(path, index=False)
+    first = dict(zip(*[line.split(",") for line in path.read_text().splitlines()[:2]]))
+    assert (first["M_effective"], first["n_train"], first["n_test"], first["D"]) == ("455", "455", "51", "13")
+    assert read_runs(path)["M_effective"].tolist()[0] == 455
+
+
 def test_a_runs_csv_without_m_effective_reads_as_unknown(runs_csv):
     pd.read_csv(runs_csv).drop(columns="M_effective").to_csv(runs_csv, index=False)  # an older version's
     assert read_runs(runs_csv)["M_effective"].isna().all()
@@ -57,7 +71,8 @@ def test_a_truncated_runs_csv_is_an_error_naming_it(runs_csv, cut):
 def test_a_duplicated_run_is_refused_not_averaged(runs_csv):
     lines = runs_csv.read_text().splitlines()
     runs_csv.write_text("\n".join([*lines, lines[2]]) + "\n")  # split 1 again: line 5
-    with pytest.raises(ValueError, match=rf"{runs_csv}: 1 run\(s\) .*uci boston svgp M=500 split 1: lines 3, 5"):
+    with pytest.raises(ValueError, match=rf"{runs_csv}: 1 run\(s\) .*uci boston svgp M=500 split 1: lines 3, 5; "
+                                         "delete it and rerun snakemake"):
         read_runs(runs_csv)
 
 

@@ -49,8 +49,9 @@ def checked_table(frame: pd.DataFrame, target: str | int, source: Path, features
     if bad.any():
         row, col = np.argwhere(bad)[0]
         column, value = numeric.columns[col], frame[[*features, target]].iat[row, col]
-        raise DataError(f"{source}: data row {row} (0-based), column {str(column)!r}: "
-                        f"value {str(value)!r} is missing, non-numeric or non-finite")
+        what = "a missing value (an empty cell, NA or nan)" if pd.isna(value) else \
+            f"value {str(value)!r} is non-numeric or non-finite"
+        raise DataError(f"{source}: data row {row} (0-based), column {str(column)!r}: {what}")
     return Table(x=numeric[features].to_numpy(dtype=np.float64),
                  y=numeric[target].to_numpy(dtype=np.float64), test_mask=test_mask)
 
