@@ -5,7 +5,8 @@ from gpstudy.data import load_split
 from gpstudy.io import write_csv
 from gpstudy.job import start_job
 from gpstudy.pretrain import read_hyperparameters
-from gpstudy.training import RunSettings, exact_reference
+from gpstudy.study import RunSettings
+from gpstudy.training import exact_reference
 
 start_job(snakemake.log[0])
 write_csv(snakemake.output[0], exact_reference(load_split(snakemake.input.split),

@@ -32,10 +32,11 @@ def installed_closure(requirements: list[str]) -> set[str]:
 
 
 def readme_commands() -> list[list[str]]:
-    """Every snakemake command line of the README (in code blocks or backticks), split into words."""
+    """Every snakemake command line of the README, split into words: the two commands' (code blocks) first,
+    then those in backticks."""
     text = (REPO / "README.md").read_text()
-    lines = re.findall(r"`((?:\.venv/bin/)?snakemake [^`]*)`", text)
-    lines += [part for line in re.findall(r"^\s*(python3 -m venv .*)$", text, re.M) for part in line.split(" && ")]
+    lines = [part for line in re.findall(r"^\s*(python3 -m venv .*)$", text, re.M) for part in line.split(" && ")]
+    lines += re.findall(r"`((?:\.venv/bin/)?snakemake [^`]*)`", text)
     return [shlex.split(line) for line in lines if "snakemake " in line]
 
 

@@ -11,7 +11,14 @@ import pandas as pd
 
 from gpstudy.data import load_split
 from gpstudy.results import collect_predictions, read_runs
-from gpstudy.tables import method_label
+from gpstudy.tables import METHOD_NAMES, method_label
+
+
+def run_label(method: str, m: int) -> str:
+    """A claim's (method, M) by the registered method's display name, e.g. ``"SVGP 20"`` (the paper's
+    claims name no config variant)."""
+    return method_label(method, m, METHOD_NAMES)
+
 
 POSTERIOR_MEASURES = ("mean_error", "sd_error")  # measured on a posterior's grid against the exact GP
 RUN_MEASURES = ("rmse", "test_ll")  # read per split from results/runs.csv
@@ -46,10 +53,10 @@ class Posterior:
         """The (method, M) predictions and the reference, both sorted by x on the same grid."""
         panel = self.predictions[(self.predictions["method"] == method) & (self.predictions["M"] == M)]
         if panel.empty:
-            raise NotRun(f"no predictions of {method_label(method, M)}")
+            raise NotRun(f"no predictions of {run_label(method, M)}")
         panel, reference = panel.sort_values("x"), self.reference.sort_values("x")
         if not np.allclose(panel["x"].to_numpy(), reference["x"].to_numpy()):
-            raise ValueError(f"{method_label(method, M)}: its plotted grid is not the exact GP's")
+            raise ValueError(f"{run_label(method, M)}: its plotted grid is not the exact GP's")
         return panel, reference
 
     def errors(self, method: str, M: int, sd_of: str) -> dict[str, float]:
@@ -90,7 +97,7 @@ class Evidence:
         runs = self.runs
         cell = runs[(runs["experiment"] == experiment) & (runs["dataset"] == dataset) & (runs["method"] == method)
                     & (runs["M"] == M)]
-        where = f"{method_label(method, M)} on {dataset} ({experiment})"
+        where = f"{run_label(method, M)} on {dataset} ({experiment})"
         if cell.empty:
             raise NotRun(f"no runs of {where}")
         ok = cell[cell["status"] == "ok"]
@@ -105,13 +112,13 @@ class Evidence:
         if measure in RUN_MEASURES:
             return runs[measure].astype(float)
         if 0 not in runs.index:
-            raise NotRun(f"split 0 of {method_label(method, M)} on {dataset} failed")
+            raise NotRun(f"split 0 of {run_label(method, M)} on {dataset} failed")
         return pd.Series({0: self.posterior(experiment, dataset).errors(method, M, sd_of)[measure]})
 
     def near_data_ratio(self, experiment: str, dataset: str, method: str, M: int, sd_of: str, near: float) -> float:
         """:meth:`Posterior.sd_ratio_near_data` of a cell whose split 0 ran."""
         if 0 not in self.ok_splits(experiment, dataset, method, M).index:
-            raise NotRun(f"split 0 of {method_label(method, M)} on {dataset} failed")
+            raise NotRun(f"split 0 of {run_label(method, M)} on {dataset} failed")
         return self.posterior(experiment, dataset).sd_ratio_near_data(method, M, sd_of, near)
 
     def posterior(self, experiment: str, dataset: str) -> Posterior:

@@ -21,8 +21,7 @@ from functools import partial
 import numpy as np
 
 from gpstudy.claims.evidence import (HIGHER_IS_BETTER, POSTERIOR_MEASURES, RUN_MEASURES, SD_OF, Evidence, NotRun,
-                                     measure_name)
-from gpstudy.tables import method_label
+                                     measure_name, run_label)
 
 SE_MULTIPLE = 2.0  # a paired difference is told from 0 by this many standard errors (the tables' agreement rule)
 
@@ -61,7 +60,7 @@ def paired_outcome(evidence: Evidence, experiment: str, dataset: str, ours: tupl
     a, b = (evidence.values(experiment, dataset, method, M, measure, sd_of) for method, M in (ours, theirs))
     splits = a.index.intersection(b.index)
     if splits.empty:
-        raise NotRun(f"no split where both {method_label(*ours)} and {method_label(*theirs)} ran on {dataset}")
+        raise NotRun(f"no split where both {run_label(*ours)} and {run_label(*theirs)} ran on {dataset}")
     difference = (a[splits] - b[splits]).to_numpy()
     n = len(difference)
     mean = float(difference.mean())
@@ -105,7 +104,7 @@ def _difference_text(params: dict) -> str:
 def improves_with_M(experiment: str, dataset: str, params: dict) -> list[Planned]:
     """A check per pair of consecutive M: the larger M ``better`` than the smaller."""
     method = params["method"]
-    return [Planned(dataset, f"{method_label(method, large)} vs {method_label(method, small)}",
+    return [Planned(dataset, f"{run_label(method, large)} vs {run_label(method, small)}",
                     _difference_text(params), ((experiment, dataset, method, large), (experiment, dataset, method, small)),
                     partial(_paired, experiment=experiment, dataset=dataset, ours=(method, large), theirs=(method, small),
                             params={**params, "relation": "better"}))
@@ -114,7 +113,7 @@ def improves_with_M(experiment: str, dataset: str, params: dict) -> list[Planned
 
 def paired(experiment: str, dataset: str, params: dict) -> list[Planned]:
     """A check per M: ``method`` against ``versus`` at that M."""
-    return [Planned(dataset, f"{method_label(params['method'], M)} vs {method_label(params['versus'], M)}",
+    return [Planned(dataset, f"{run_label(params['method'], M)} vs {run_label(params['versus'], M)}",
                     _difference_text(params),
                     ((experiment, dataset, params["method"], M), (experiment, dataset, params["versus"], M)),
                     partial(_paired, experiment=experiment, dataset=dataset, ours=(params["method"], M),
@@ -135,7 +134,7 @@ def close_to_exact(experiment: str, dataset: str, params: dict) -> list[Planned]
         value = evidence.values(experiment, dataset, method, M, measure, params["sd_of"]).iloc[0]
         return _threshold_outcome(float(value), at_most=params[measure])
 
-    return [Planned(dataset, method_label(method, M), measure_name(measure, params["sd_of"]),
+    return [Planned(dataset, run_label(method, M), measure_name(measure, params["sd_of"]),
                     ((experiment, dataset, method, M),), partial(measured, method=method, M=M, measure=measure))
             for method in params["methods"] for M in params["M"] for measure in POSTERIOR_MEASURES]
 
@@ -148,7 +147,7 @@ def sd_ratio(experiment: str, dataset: str, params: dict) -> list[Planned]:
         return _threshold_outcome(value, above=params.get("above"), below=params.get("below"))
 
     text = f"median sd / exact sd of {params['sd_of']} within {params['near']:g} of a training input"
-    return [Planned(dataset, method_label(method, M), text, ((experiment, dataset, method, M),),
+    return [Planned(dataset, run_label(method, M), text, ((experiment, dataset, method, M),),
                     partial(measured, method=method, M=M))
             for method in params["methods"] for M in params["M"]]
 
