@@ -39,7 +39,7 @@ class RFE(InferenceNetwork):
 
     name = "rfe"
 
-    def __init__(self, kernel: Kernel, hidden_units: int, generators: draws.Generators, live_variance: bool = False):
+    def __init__(self, kernel: Kernel, hidden_units: int, generators: draws.Generators, *, live_variance: bool):
         super().__init__()
         lengthscale = kernel.lengthscale.detach().clone()
         batch_shape = draws.batch_shape(generators)

@@ -27,7 +27,8 @@ def build_kernel_2d(kernel: tuple[str, dict], lengthscale=(0.5, 2.0), variance: 
 
 def build_rfe(hidden_units: int = 10, lengthscale=(0.5, 2.0), variance: float = 1.7, seed: int = 0,
               kernel: tuple[str, dict] = ("rbf", {})) -> RFE:
-    return RFE(build_kernel_2d(kernel, lengthscale, variance), hidden_units, torch.Generator().manual_seed(seed))
+    return RFE(build_kernel_2d(kernel, lengthscale, variance), hidden_units, torch.Generator().manual_seed(seed),
+               live_variance=False)
 
 
 NETWORKS = {  # every network with a 2-D input
@@ -115,7 +116,8 @@ def test_rfe_prior_approaches_each_kernel(kernel_with_features):
     with torch.no_grad():
         exact = kernel(x)
         for hidden_units in (100, 2000):
-            networks = [RFE(kernel, hidden_units, torch.Generator().manual_seed(seed)) for seed in range(4)]
+            networks = [RFE(kernel, hidden_units, torch.Generator().manual_seed(seed), live_variance=False)
+                        for seed in range(4)]
             errors[hidden_units] = sum((prior_covariance(network, x) - exact).abs().mean() / exact.abs().mean()
                                        for network in networks) / len(networks)
     assert errors[2000] < errors[100] / 2.5  # Monte Carlo rate: sqrt(20) = 4.5
@@ -126,7 +128,7 @@ def test_rfe_with_rbf_is_the_old_construction():
     """omega ~ N(0, 1) then m ~ N(0, 1e-3^2) from the same generator; phi = sqrt(s2 / H) [cos, sin]."""
     x = torch.randn(2, 6, 2, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
     kernel = RBF(2, lengthscale=[0.5, 2.0], variance=1.7, batch_shape=(2,))
-    network = RFE(kernel, 30, [torch.Generator().manual_seed(s) for s in (0, 1)])
+    network = RFE(kernel, 30, [torch.Generator().manual_seed(s) for s in (0, 1)], live_variance=False)
     generators = [torch.Generator().manual_seed(s) for s in (0, 1)]
     lengthscale, variance = kernel.lengthscale.detach(), kernel.variance.detach()
     omega = draws.randn((2, 30), generators, lengthscale)
@@ -144,13 +146,13 @@ def test_rfe_feature_count_follows_the_feature_map():
     assert network.weight_scale_tril.shape == (30, 30)
     assert network.features(torch.ones(4, 2, dtype=DTYPE)).shape == (4, 30)
     with pytest.raises(ValueError, match="ArcCosine of depth 2 has no random-feature map"):
-        RFE(ArcCosine(2, degree=1, depth=2), 30, torch.Generator().manual_seed(0))
+        RFE(ArcCosine(2, degree=1, depth=2), 30, torch.Generator().manual_seed(0), live_variance=False)
 
 
 def test_rfe_live_variance_reads_the_kernel(inputs):
     kernel = RBF(2, lengthscale=[0.5, 2.0], variance=1.7)
     live = RFE(kernel, 20, torch.Generator().manual_seed(0), live_variance=True)
-    copied = RFE(kernel, 20, torch.Generator().manual_seed(0))
+    copied = RFE(kernel, 20, torch.Generator().manual_seed(0), live_variance=False)
     kernel_parameters = {id(parameter) for parameter in kernel.parameters()}
     assert not kernel_parameters & {id(parameter) for parameter in live.parameters()}
     assert set(live.state_dict()) == set(copied.state_dict()) - {"prior_variance"}

@@ -24,9 +24,7 @@ ALIASES = {  # parameter name -> the config key (under training) it takes
     "lengthscale": "initial_lengthscale",
 }
 OTHER_MEANING = {("gpstudy.training.probes.Probe.__init__", "splits")}  # a probe's batch of splits, not `splits`
-KNOWN = {  # stale defaults outside this change's files, (function, parameter) -> why it is left
-    ("gpstudy.nets.rfe.RFE.__init__", "live_variance"): "nets/ is another change's; tests/nets builds RFEs on it",
-}
+KNOWN: dict[tuple[str, str], str] = {}  # stale defaults left on purpose, (function, parameter) -> why (none)
 
 
 def config_values() -> dict[str, list]:
