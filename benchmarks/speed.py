@@ -9,7 +9,7 @@ S splits at once and prints, per row: milliseconds per iteration (the fastest an
 ``--repeats`` timings), GFLOP per iteration (matrix products, Cholesky factors and triangular solves,
 forward and backward, counted by ``torch.utils.flop_counter``), the achieved GFLOP/s and its share of
 a ``torch.mm`` rate measured in the same run, the operators dispatched per iteration (about one kernel
-launch each on a GPU; on a CPU the count does not depend on the machine's load, the times do) and the
+launch each on a GPU; counted over 10 iterations after the first, whose fresh Adam sets up its state; on a CPU the count does not depend on the machine's load, the times do) and the
 microseconds per operator (fastest time / operators). Per-iteration cost must not grow with N.
 
     python benchmarks/speed.py [--preset uci|snelson] [--device cpu|cuda] [--threads K] [--splits 1 20]
@@ -43,6 +43,7 @@ from gpstudy.training import fit
 
 STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # the methods' default options
 aten = torch.ops.aten
+COUNTED = 10  # iterations whose operators are counted after the first (a fresh Adam's state, the sampler's start)
 
 
 @dataclass(frozen=True)
@@ -136,11 +137,14 @@ def measure(method_name: str, M: int, n: int, splits: int, iterations: int, devi
     run = dict(batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict, eval_every=10**9)
     fit(method, x, y, iterations=1, **run)  # warm-up: allocations, kernels
     timings = [fit(method, x, y, iterations=iterations, **run)[1] / iterations for _ in range(repeats)]
-    flops, operators = FlopCounterMode(display=False), OperatorCount()
-    with flops, operators:
+    flops, first, more = FlopCounterMode(display=False), OperatorCount(), OperatorCount()
+    with flops, first:
         fit(method, x, y, iterations=1, **run)
+    with more:
+        fit(method, x, y, iterations=1 + COUNTED, **run)
+    operators = (sum(more.counts.values()) - sum(first.counts.values())) / COUNTED  # without the Adam's set-up
     return {"seconds": min(timings), "median": statistics.median(timings), "flops": flops.get_total_flops(),
-            "operators": sum(operators.counts.values())}
+            "operators": operators}
 
 
 def main() -> None:
@@ -188,7 +192,7 @@ def main() -> None:
                         ratio = f"{row['seconds'] / one:9.2f}" if one and splits > 1 else f"{'':9s}"
                         print(f"{method:7s} {M:4d} {n:6d} {splits:6d} {dtype:>7s} {row['seconds'] * 1e3:8.3f} "
                               f"{row['median'] * 1e3:8.3f} {row['flops'] / 1e9:9.4f} {achieved:8.2f} "
-                              f"{achieved / rate:6.1%} {row['operators']:7d} "
+                              f"{achieved / rate:6.1%} {row['operators']:7.1f} "
                               f"{row['seconds'] * 1e6 / row['operators']:6.2f} {ratio}", flush=True)
 
 
