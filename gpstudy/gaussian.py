@@ -188,9 +188,14 @@ def cholesky(matrix: Tensor) -> Tensor:
     return torch.where(failed[..., None, None], torch.nan, factor)
 
 
+def jittered_scale_tril(matrix: Tensor) -> Tensor:
+    """L with L L^T = matrix + jitter ``[..., m, m]`` (``cholesky`` of ``add_jitter``)."""
+    return cholesky(add_jitter(matrix))
+
+
 def kernel_scale_tril(kernel: Callable[[Tensor], Tensor], inputs: Tensor) -> Tensor:
     """L with L L^T = K(inputs) + jitter ``[..., m, m]``: the factor of the prior over inducing values u = f(inputs)."""
-    return cholesky(add_jitter(kernel(inputs)))
+    return jittered_scale_tril(kernel(inputs))
 
 
 def _half_log_det(chol: Tensor) -> Tensor:
