@@ -1,14 +1,19 @@
 """Seconds, FLOPs and kernel launches per training iteration of each method (issue: speed).
 
-For svgp, gpnet and fbnn at M in {100, 500} (batch 500, D = 8, RFE with 1000 hidden units,
-the study's settings; ``--methods`` takes any registered method or config variant, e.g. orth orthnat autogp) it runs the real training loop (``gpstudy.training.fit``) on S splits at once
-and prints, per row: seconds per iteration, GFLOP per iteration (matrix products, Cholesky factors and
-triangular solves, forward and backward, counted by ``torch.utils.flop_counter``), the achieved
-GFLOP/s and its share of a ``torch.mm`` rate measured in the same run, and the operators dispatched
-per iteration (about one kernel launch each on a GPU). Per-iteration cost must not grow with N.
+For svgp, gpnet and fbnn at the sizes of ``--preset`` (``uci``, the default: M in {100, 500}, batch
+500, D = 8, RFE with 1000 hidden units, config.yaml's training defaults; ``snelson``: N = 100, D = 1,
+batch 20, M in {2, 5, 20}, RFE with 20 hidden units and every other setting of
+``dataset_options.snelson``; each read from config.yaml; ``--methods`` takes any registered method or
+config variant, e.g. orth orthnat autogp) it runs the real training loop (``gpstudy.training.fit``) on
+S splits at once and prints, per row: milliseconds per iteration (the fastest and the median of
+``--repeats`` timings), GFLOP per iteration (matrix products, Cholesky factors and triangular solves,
+forward and backward, counted by ``torch.utils.flop_counter``), the achieved GFLOP/s and its share of
+a ``torch.mm`` rate measured in the same run, the operators dispatched per iteration (about one kernel
+launch each on a GPU; counted over 10 iterations after the first, whose fresh Adam sets up its state; on a CPU the count does not depend on the machine's load, the times do) and the
+microseconds per operator (fastest time / operators). Per-iteration cost must not grow with N.
 
-    python benchmarks/speed.py [--device cpu|cuda] [--threads K] [--splits 1 20] [--iterations 10]
-                               [--dtype float64 mixed]
+    python benchmarks/speed.py [--preset uci|snelson] [--device cpu|cuda] [--threads K] [--splits 1 20]
+                               [--iterations 10] [--repeats 3] [--dtype float64 mixed]
 
 ``--dtype`` takes ``training.dtype`` values (float64, float32, mixed: the RFE network's feature
 products in float32, the rest float64); every row is timed in each.
@@ -18,14 +23,17 @@ says what the batch costs per iteration relative to one split alone.
 """
 
 import argparse
-from dataclasses import replace
+import statistics
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
+from gpstudy.data.registry import DATASETS
 from gpstudy.device_check import matmul_rate
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import Problem, build_method
@@ -34,9 +42,38 @@ from gpstudy.study.settings import DTYPES
 from gpstudy.training import fit
 
 STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # the methods' default options
-
-D, BATCH, HIDDEN = 8, 500, 1000  # STUDY.md's UCI settings
 aten = torch.ops.aten
+COUNTED = 10  # iterations whose operators are counted after the first (a fresh Adam's state, the sampler's start)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """The sizes of a benchmark row: the data set whose config.yaml options the runs take (None: the
+    ``training`` and ``methods`` defaults), synthetic inputs of dimension D, and the M to time."""
+
+    dataset: str | None
+    D: int
+    M: tuple[int, ...]
+    n: int | None  # N; None: ``--sizes``
+
+    @property
+    def batch(self) -> int:
+        """The minibatch size its runs train with."""
+        return run_settings(STUDY, self.dataset, method="svgp", M=1).batch_size
+
+    @property
+    def hidden(self) -> int:
+        """The RFE's hidden units its runs train with."""
+        return run_settings(STUDY, self.dataset, method="gpnet", M=1).options["hidden_units"]
+
+
+PRESETS = {
+    "uci": Preset(None, 8, tuple(STUDY["experiments"]["uci"]["methods"]["svgp"]), None),  # STUDY.md's UCI settings
+    "snelson": Preset("snelson", DATASETS["snelson"].shape[1], tuple(STUDY["experiments"]["snelson"]["methods"]["svgp"]),
+                      STUDY["dataset_options"]["snelson"]["train_size"]),
+}
+UCI = PRESETS["uci"]
+D, BATCH, HIDDEN = UCI.D, UCI.batch, UCI.hidden  # the UCI rows' sizes (gpu_check.py prints them)
 
 
 @register_flop_formula(aten.linalg_cholesky_ex)
@@ -76,49 +113,59 @@ class OperatorCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def build(method_name: str, M: int, n: int, splits: int, device: torch.device, dtype: str = "float64"):
-    """A method on ``splits`` synthetic splits of ``n`` points, with its data and generators, in
-    ``dtype`` (a ``training.dtype``)."""
+def build(method_name: str, M: int, n: int, splits: int, device: torch.device, dtype: str = "float64",
+          preset: Preset = UCI):
+    """A method on ``splits`` synthetic splits of ``n`` points of ``preset``'s dimension, with its data and
+    generators, in ``dtype`` (a ``training.dtype``), with the settings of ``preset``'s data set."""
     generators = [torch.Generator(device=device).manual_seed(s) for s in range(splits)]
-    settings = run_settings(STUDY, None, method=method_name, M=M, dtype=dtype)  # a registered method or a variant
-    x = torch.randn(splits, n, D, dtype=settings.torch_dtype(), device=device, generator=generators[0])
+    settings = run_settings(STUDY, preset.dataset, method=method_name, M=M, dtype=dtype)  # a method or a variant
+    x = torch.randn(splits, n, preset.D, dtype=settings.torch_dtype(), device=device, generator=generators[0])
     y = torch.sin(x.sum(-1))
-    kernel = settings.build_kernel(D, (splits,)).to(device)
+    kernel = settings.build_kernel(preset.D, (splits,)).to(device)
     likelihood = settings.build_likelihood((splits,)).to(device)
-    network = {"hidden_units": HIDDEN, "measurement": "train"} if "hidden_units" in settings.options else {}
-    config = replace(settings, options={**settings.options, **network}).method_config(n)
+    config = settings.method_config(n, np.zeros((splits, preset.D)), np.ones((splits, preset.D)))  # x standardized
     method = build_method(settings.method, Problem(x, y, kernel, likelihood, generators), config).to(device)
     return method, x, y, generators
 
 
 def measure(method_name: str, M: int, n: int, splits: int, iterations: int, device: torch.device,
-            dtype: str = "float64") -> dict:
-    """Seconds, FLOPs and operators of one iteration of ``fit`` (after one warm-up iteration) in ``dtype``."""
-    method, x, y, generators = build(method_name, M, n, splits, device, dtype)
-    run = dict(batch_size=BATCH, lr=0.003, generators=generators, evaluate=dict, eval_every=10**9)
+            dtype: str = "float64", preset: Preset = UCI, repeats: int = 1) -> dict:
+    """Seconds (the fastest of ``repeats`` timings of ``iterations``, and their median), FLOPs and
+    operators of one iteration of ``fit`` (after one warm-up iteration) in ``dtype``."""
+    method, x, y, generators = build(method_name, M, n, splits, device, dtype, preset)
+    settings = run_settings(STUDY, preset.dataset, method=method_name, M=M)
+    run = dict(batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict, eval_every=10**9)
     fit(method, x, y, iterations=1, **run)  # warm-up: allocations, kernels
-    _, seconds = fit(method, x, y, iterations=iterations, **run)
-    flops, operators = FlopCounterMode(display=False), OperatorCount()
-    with flops, operators:
+    timings = [fit(method, x, y, iterations=iterations, **run)[1] / iterations for _ in range(repeats)]
+    flops, first, more = FlopCounterMode(display=False), OperatorCount(), OperatorCount()
+    with flops, first:
         fit(method, x, y, iterations=1, **run)
-    return {"seconds": seconds / iterations, "flops": flops.get_total_flops(),
-            "operators": sum(operators.counts.values())}
+    with more:
+        fit(method, x, y, iterations=1 + COUNTED, **run)
+    operators = (sum(more.counts.values()) - sum(first.counts.values())) / COUNTED  # without the Adam's set-up
+    return {"seconds": min(timings), "median": statistics.median(timings), "flops": flops.get_total_flops(),
+            "operators": operators}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="uci",
+                        help="sizes and settings from config.yaml: uci (training defaults) or snelson")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=10, help="iterations per timing")
+    parser.add_argument("--repeats", type=int, default=1, help="timings per row (the fastest and the median shown)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[8192], help="training-set sizes N")
+    parser.add_argument("--sizes", type=int, nargs="+", help="training-set sizes N (default: the preset's, uci 8192)")
     parser.add_argument("--splits", type=int, nargs="+", default=[1], help="splits trained as one batch")
     parser.add_argument("--methods", nargs="+", default=["svgp", "gpnet", "fbnn"])
-    parser.add_argument("--M", type=int, nargs="+", default=[100, 500])
+    parser.add_argument("--M", type=int, nargs="+", help="M values (default: the preset's)")
     parser.add_argument("--dtype", nargs="+", default=["float64"], choices=sorted(DTYPES),
                         help="training.dtype values to time each row in")
     parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
                         help="keep freed memory for reuse, as training jobs do (gpstudy.memory), or glibc's default")
     args = parser.parse_args()
+    preset = PRESETS[args.preset]
+    sizes = args.sizes or [preset.n or 8192]
     if args.malloc == "keep":
         keep_freed_memory()
     if args.threads:
@@ -126,26 +173,27 @@ def main() -> None:
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     rate = matmul_rate(device, torch.float64)  # float64's: "of mm" says how much of the float64 rate a row reaches
-    print(f"device: {name}; batch {BATCH}, D {D}, RFE {HIDDEN} hidden units, torch {torch.__version__}, "
-          f"malloc {args.malloc}")
+    print(f"device: {name}; preset {args.preset}: batch {preset.batch}, D {preset.D}, RFE {preset.hidden} hidden "
+          f"units, torch {torch.__version__}, malloc {args.malloc}; {args.repeats} x {args.iterations} iterations")
     print(f"torch.mm [1000, 2000] x [2000, 2000]: float64 {rate:.1f} GFLOP/s, "
           f"float32 {matmul_rate(device, torch.float32):.1f} GFLOP/s")
-    print(f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'dtype':>7s} {'s/it':>8s} {'GFLOP/it':>9s} "
-          f"{'GFLOP/s':>8s} {'of mm':>6s} {'ops/it':>7s} {'batch/one':>9s}")
+    print(f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'dtype':>7s} {'ms/it':>8s} {'median':>8s} "
+          f"{'GFLOP/it':>9s} {'GFLOP/s':>8s} {'of mm':>6s} {'ops/it':>7s} {'us/op':>6s} {'batch/one':>9s}")
     for method in args.methods:
-        for M in args.M:
-            for n in args.sizes:
+        for M in args.M or preset.M:
+            for n in sizes:
                 for dtype in args.dtype:
                     one = None
                     for splits in args.splits:
-                        row = measure(method, M, n, splits, args.iterations, device, dtype)
+                        row = measure(method, M, n, splits, args.iterations, device, dtype, preset, args.repeats)
                         if splits == 1:
                             one = row["seconds"]
                         achieved = row["flops"] / row["seconds"] / 1e9
                         ratio = f"{row['seconds'] / one:9.2f}" if one and splits > 1 else f"{'':9s}"
-                        print(f"{method:7s} {M:4d} {n:6d} {splits:6d} {dtype:>7s} {row['seconds']:8.4f} "
-                              f"{row['flops'] / 1e9:9.2f} {achieved:8.1f} {achieved / rate:6.0%} "
-                              f"{row['operators']:7d} {ratio}", flush=True)
+                        print(f"{method:7s} {M:4d} {n:6d} {splits:6d} {dtype:>7s} {row['seconds'] * 1e3:8.3f} "
+                              f"{row['median'] * 1e3:8.3f} {row['flops'] / 1e9:9.4f} {achieved:8.2f} "
+                              f"{achieved / rate:6.1%} {row['operators']:7.1f} "
+                              f"{row['seconds'] * 1e6 / row['operators']:6.2f} {ratio}", flush=True)
 
 
 if __name__ == "__main__":

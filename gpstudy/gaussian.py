@@ -60,8 +60,15 @@ def raw_scale_tril(diagonal: float, size: int, like: Tensor, batch_shape: tuple[
     return torch.diag_embed(inverse_positive(value))
 
 
+HALVES_FROM = 128  # rows of F from which F F^T is computed by row halves; below it one product launches less
+
+
 def _symmetric_product(factor: Tensor) -> Tensor:
-    """F F^T from the blocks of two row halves, the off-diagonal block once: 3/4 of a full product."""
+    """F F^T, exactly symmetric: from the blocks of two row halves, the off-diagonal block once (3/4 of
+    a full product), or for fewer than ``HALVES_FROM`` rows from one product's lower triangle."""
+    if factor.shape[-2] < HALVES_FROM:
+        product = factor @ factor.mT
+        return product.tril() + product.tril(-1).mT
     half = factor.shape[-2] // 2
     top, bottom = factor[..., :half, :], factor[..., half:, :]
     lower_left = bottom @ top.mT
@@ -118,7 +125,7 @@ class FactorChecks:
         if not self.infos or self.infos[0].device.type == "meta":
             return False
         with deliberate():
-            return bool(torch.stack([info.ne(0).any() for info in self.infos]).any())
+            return bool(torch.cat([info.reshape(-1) for info in self.infos]).any())  # info != 0: failed
 
 
 _deferred: list[FactorChecks] = []  # the innermost active ``deferred_factor_checks``, if any
@@ -181,9 +188,14 @@ def cholesky(matrix: Tensor) -> Tensor:
     return torch.where(failed[..., None, None], torch.nan, factor)
 
 
+def jittered_scale_tril(matrix: Tensor) -> Tensor:
+    """L with L L^T = matrix + jitter ``[..., m, m]`` (``cholesky`` of ``add_jitter``)."""
+    return cholesky(add_jitter(matrix))
+
+
 def kernel_scale_tril(kernel: Callable[[Tensor], Tensor], inputs: Tensor) -> Tensor:
     """L with L L^T = K(inputs) + jitter ``[..., m, m]``: the factor of the prior over inducing values u = f(inputs)."""
-    return cholesky(add_jitter(kernel(inputs)))
+    return jittered_scale_tril(kernel(inputs))
 
 
 def _half_log_det(chol: Tensor) -> Tensor:

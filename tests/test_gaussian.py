@@ -13,6 +13,7 @@ from gpstudy.gaussian import (
     condition,
     cross_entropy,
     entropy,
+    HALVES_FROM,
     gram,
     inverse_positive,
     kl_divergence,
@@ -65,6 +66,14 @@ def test_gram_matches_the_product_and_passes_gradcheck(generator):
     factor = torch.randn(2, 4, 3, generator=generator, dtype=DTYPE, requires_grad=True)
     torch.testing.assert_close(gram(factor), factor @ factor.mT)
     assert torch.autograd.gradcheck(gram, (factor,))  # any upstream gradient, symmetric or not
+
+
+@pytest.mark.parametrize("rows", [HALVES_FROM - 1, HALVES_FROM, HALVES_FROM + 1])
+def test_gram_of_one_product_and_of_row_halves_match_the_product(generator, rows):
+    wide = torch.randn(2, rows, 6, generator=generator, dtype=DTYPE)
+    torch.testing.assert_close(gram(wide), wide @ wide.mT, rtol=1e-14, atol=1e-14)
+    if rows < HALVES_FROM:  # one product's lower triangle, mirrored (row halves' diagonal blocks are BLAS's)
+        assert torch.equal(gram(wide), gram(wide).mT)
 
 
 def test_cholesky_matches_torch(generator):

@@ -122,7 +122,9 @@ class Stationary(Kernel):
         return self.K_r2(self.scaled_squared_distance(x1, x1 if x2 is None else x2))
 
     def K_diag(self, x: Tensor) -> Tensor:  # noqa: N802 (GPflow's name)
-        return self.K_r2(torch.zeros((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)).squeeze(-1)
+        """s2 at every point (K_r2(0) = s2 for every stationary kernel here), a broadcast view ``[..., n]``."""
+        variance = self.variance.unsqueeze(-1)
+        return variance.expand(torch.broadcast_shapes(variance.shape, x.shape[:-1]))
 
     def K_r2(self, r2: Tensor) -> Tensor:  # noqa: N802 (GPflow's name)
         """The kernel as a function of the scaled squared distances ``[..., n, m]``, elementwise."""

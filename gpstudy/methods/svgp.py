@@ -8,7 +8,8 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import kernel_scale_tril, kl_to_standard_normal, raw_scale_tril, scale_tril
+from gpstudy.gaussian import (jittered_scale_tril, kernel_scale_tril, kl_to_standard_normal, raw_scale_tril,
+                              scale_tril)
 from gpstudy.kmeans import kmeans
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods.base import Method, MethodConfig
@@ -99,6 +100,10 @@ class SVGP(Method):
         """S, the lower Cholesky factor of q(v)'s covariance ``[*batch, M, M]`` (C latents ``[*batch, C, M, M]``)."""
         return scale_tril(self.raw_q_scale)
 
+    def _factored_each_call(self) -> bool:
+        """Whether Z or the kernel is trained, so that L_Z is factored at each call."""
+        return any(source.requires_grad for source in (self.inducing_inputs, *self.kernel.parameters()))
+
     def prior_scale_tril(self) -> Tensor:
         """L_Z, the lower Cholesky factor of K_ZZ + jitter ``[*batch, M, M]``.
 
@@ -108,9 +113,9 @@ class SVGP(Method):
         factored again when any of them has changed (a loaded checkpoint, a move to another device, a
         value set by hand, in place or by a new tensor), so it never goes stale.
         """
-        sources = [self.inducing_inputs, *self.kernel.parameters(), *self.kernel.buffers()]
-        if any(source.requires_grad for source in sources):
+        if self._factored_each_call():
             return kernel_scale_tril(self.kernel, self.inducing_inputs)
+        sources = [self.inducing_inputs, *self.kernel.parameters(), *self.kernel.buffers()]
         key = [_identity(source) for source in sources]
         if self._fixed_factor is None or self._fixed_factor[0] != key:
             with torch.no_grad():
@@ -118,14 +123,25 @@ class SVGP(Method):
             self._fixed_factor = (key, factor)
         return self._fixed_factor[1]
 
+    def prior_at(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """L_Z ``[*batch, M, M]`` and K_Zx ``[*batch, M, n]`` for ``x`` ``[*batch, n, D]`` of Z's batch shape;
+        where L_Z is factored at each call, both from one kernel evaluation K(Z, [Z; x]) (half the
+        operators of two, which is what a small step costs)."""
+        if not self._factored_each_call():
+            return self.prior_scale_tril(), self.kernel(self.inducing_inputs, x)
+        num_inducing = self.inducing_inputs.shape[-2]
+        joint = self.kernel(self.inducing_inputs, torch.cat([self.inducing_inputs, x], dim=-2))  # [K_ZZ, K_Zx]
+        return jittered_scale_tril(joint[..., :num_inducing]), joint[..., num_inducing:]
+
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """q(f(x)) = int p(f(x) | u) q(u) du (Hensman et al. 2013), marginal means and variances
-        ``[*batch, n]``; C latents ``[*batch, n, C]``.
+        ``[*batch, n]``; C latents ``[*batch, n, C]``."""
+        return self.marginals(x, self.prior_scale_tril(), self.kernel(self.inducing_inputs, x))
 
-        With A = L_Z^-1 K_Zx: mean A^T m, variance k_xx - |A|^2 + |S^T A|^2 (column norms), per class.
-        """
-        projection = torch.linalg.solve_triangular(self.prior_scale_tril(), self.kernel(self.inducing_inputs, x),
-                                                   upper=False)
+    def marginals(self, x: Tensor, prior_scale_tril: Tensor, cross_covariance: Tensor) -> tuple[Tensor, Tensor]:
+        """``predict_f`` from L_Z and K_Zx: with A = L_Z^-1 K_Zx, mean A^T m, variance k_xx - |A|^2 + |S^T A|^2
+        (column norms), per class."""
+        projection = torch.linalg.solve_triangular(prior_scale_tril, cross_covariance, upper=False)
         prior_variance = self.kernel(x, diag=True)
         if self.latent_dim > 1:  # one class dimension in front of the points, shared by the classes
             projection, prior_variance = projection.unsqueeze(-3), prior_variance.unsqueeze(-2)
@@ -143,7 +159,7 @@ class SVGP(Method):
         return kl.sum(-1) if self.latent_dim > 1 else kl
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
-        mean, variance = self.predict_f(x_batch)
+        mean, variance = self.marginals(x_batch, *self.prior_at(x_batch))
         expected = self.likelihood.expected_log_prob(y_batch, mean, variance, generators).sum(-1)
         return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence())
 

@@ -5,7 +5,8 @@ parameter would spend most of an iteration on memory passes over its zero upper 
 its gradient, Adam). Here column block j of L is two parameters: the square diagonal block D_j (raw;
 strict lower triangle kept, softplus diagonal, as ``gaussian.scale_tril``) and the dense block R_j
 below it. Only the lower blocks exist, so a product and its backward pass cost (b + 1) / (2b) of a
-dense one (5/8 with b = 4 blocks) and nothing is masked.
+dense one (5/8 with b = 4 blocks) and nothing is masked. A small L (Snelson's K = 40) is one block:
+there the blocks' extra products cost more in operator launches than their skipped zeros save.
 """
 
 import torch
@@ -13,7 +14,13 @@ from torch import Tensor, nn
 
 from gpstudy.gaussian import raw_scale_tril, scale_tril
 
-BLOCKS = 4  # column blocks of L: more blocks skip more zeros but launch more products
+BLOCKS = 4  # column blocks of a large L: more blocks skip more zeros but launch more products
+DENSE_BELOW = 256  # an L of fewer columns is one block (its product is launch-bound, not FLOP-bound)
+
+
+def default_blocks(size: int) -> int:
+    """The column blocks of a ``[size, size]`` L: one below ``DENSE_BELOW`` columns, else ``BLOCKS``."""
+    return 1 if size < DENSE_BELOW else BLOCKS
 
 
 def _block_edges(size: int, blocks: int) -> list[int]:
@@ -64,13 +71,14 @@ class BlockTril(nn.Module):
         diagonal: L = diagonal * I at start.
         like: dtype and device of the parameters.
         batch_shape: leading dimensions (one factor per split).
-        blocks: column blocks b.
+        blocks: column blocks b (None: ``default_blocks(size)``).
     """
 
     def __init__(self, size: int, diagonal: float, like: Tensor, batch_shape: tuple[int, ...] = (),
-                 blocks: int = BLOCKS):
+                 blocks: int | None = None):
         super().__init__()
-        self.size, self.edges = size, _block_edges(size, blocks)
+        self.size = size
+        self.edges = _block_edges(size, default_blocks(size) if blocks is None else blocks)
         spans = list(zip(self.edges[:-1], self.edges[1:]))
         self.raw_diagonal_blocks = nn.ParameterList(
             raw_scale_tril(diagonal, stop - start, like, batch_shape) for start, stop in spans)

@@ -61,3 +61,9 @@ def test_split_of_a_batch_equals_the_same_factor_alone():
             mine.copy_(theirs[1])
     phi = torch.randn(3, 5, 12, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
     torch.testing.assert_close(batched.left_multiply(phi)[1], alone.left_multiply(phi[1]), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("size, blocks", [(40, 1), (255, 1), (256, 4), (2000, 4)])
+def test_a_small_factor_is_one_block_a_large_one_four(size, blocks):
+    factor = BlockTril(size, 1.0, torch.zeros((), dtype=DTYPE))
+    assert len(factor.raw_diagonal_blocks) == blocks and len(factor.below_blocks) == blocks - 1
