@@ -31,8 +31,8 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import (add_diagonal, add_jitter, cholesky, cross_entropy, entropy, inverse_positive, log_density,
-                              positive, raw_of_scale_tril, scale_tril)
+from gpstudy.gaussian import (add_diagonal, cholesky, cross_entropy, entropy, inverse_positive, jittered_scale_tril,
+                              log_density, positive, raw_of_scale_tril, scale_tril)
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import Likelihood
 from gpstudy.methods.base import Method, MethodConfig
@@ -236,7 +236,7 @@ class AutoGP(Method):
         """L_Z ``[*batch, G, M, M]``, L_Z L_Z^T = K_ZZ + w I + jitter: the factor of p(u_j) (eq. 4), w the
         ``white_noise``."""
         prior = add_diagonal(self.kernel(self.inducing_inputs), self.config.white_noise)
-        return self.with_group_axis(cholesky(add_jitter(prior)), -3)
+        return self.with_group_axis(jittered_scale_tril(prior), -3)
 
     def marginals(self, x: Tensor, detach_q: bool = False, chol_zz: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Means b and variances sigma^2 ``[*batch, K, Q, n]`` of q_k(f_j(x)) (eqs. 11-12), q detached if asked;
