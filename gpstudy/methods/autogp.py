@@ -143,6 +143,8 @@ class AutoGP(Method):
     of the training loop carries its second moments from the ELBO phase into the LOO phase, and with a
     plain batch sum (N/n times smaller gradients) its LOO steps came out 15-27x smaller than a fresh
     optimizer's (issue 27); one scale keeps one optimizer, its state and checkpoint as for every method.
+    The LOO objective has no KL term: a LOO phase moves Z and the kernel away from q(u) and raises the KL,
+    which the next ELBO phase pays back (``benchmarks/autogp_phases.py``; docs/classification.md).
 
     Z starts at k-means centres of the training inputs, pi uniform, m = 0; kernel and likelihood are
     trained in both phases with ``config.online_hyperparameters`` (as AutoGP does), else only Z in the LOO
