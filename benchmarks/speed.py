@@ -13,10 +13,13 @@ launch each on a GPU; counted over 10 iterations after the first, whose fresh Ad
 microseconds per operator (fastest time / operators). Per-iteration cost must not grow with N.
 
     python benchmarks/speed.py [--preset uci|snelson] [--device cpu|cuda] [--threads K] [--splits 1 20]
-                               [--iterations 10] [--repeats 3] [--dtype float64 mixed]
+                               [--iterations 10] [--repeats 3] [--dtype float64 mixed] [--compile]
 
 ``--dtype`` takes ``training.dtype`` values (float64, float32, mixed: the RFE network's feature
 products in float32, the rest float64); every row is timed in each.
+
+With ``--compile`` every row is timed again with ``training.torch_compile: true`` (a line ``compiled``
+below it: its times, the first iteration's seconds, which compile, and its speed relative to eager's).
 
 With ``--splits 1 20`` every row is timed for one split and for a batch of 20, and ``batch/one``
 says what the batch costs per iteration relative to one split alone.
@@ -129,14 +132,19 @@ def build(method_name: str, M: int, n: int, splits: int, device: torch.device, d
 
 
 def measure(method_name: str, M: int, n: int, splits: int, iterations: int, device: torch.device,
-            dtype: str = "float64", preset: Preset = UCI, repeats: int = 1) -> dict:
+            dtype: str = "float64", preset: Preset = UCI, repeats: int = 1, torch_compile: bool = False) -> dict:
     """Seconds (the fastest of ``repeats`` timings of ``iterations``, and their median), FLOPs and
-    operators of one iteration of ``fit`` (after one warm-up iteration) in ``dtype``."""
+    operators of one iteration of ``fit`` (after one warm-up iteration, whose seconds are ``first``) in
+    ``dtype``; with ``torch_compile`` (``training.torch_compile``) the seconds only: the warm-up compiles,
+    and the counters' dispatch modes would run the loss eagerly."""
     method, x, y, generators = build(method_name, M, n, splits, device, dtype, preset)
     settings = run_settings(STUDY, preset.dataset, method=method_name, M=M)
-    run = dict(batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict, eval_every=10**9)
-    fit(method, x, y, iterations=1, **run)  # warm-up: allocations, kernels
+    run = dict(batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict, eval_every=10**9,
+               torch_compile=torch_compile)
+    first = fit(method, x, y, iterations=1, **run)[1]  # warm-up: allocations, kernels, compilation
     timings = [fit(method, x, y, iterations=iterations, **run)[1] / iterations for _ in range(repeats)]
+    if torch_compile:
+        return {"seconds": min(timings), "median": statistics.median(timings), "first": first}
     flops, first, more = FlopCounterMode(display=False), OperatorCount(), OperatorCount()
     with flops, first:
         fit(method, x, y, iterations=1, **run)
@@ -144,7 +152,7 @@ def measure(method_name: str, M: int, n: int, splits: int, iterations: int, devi
         fit(method, x, y, iterations=1 + COUNTED, **run)
     operators = (sum(more.counts.values()) - sum(first.counts.values())) / COUNTED  # without the Adam's set-up
     return {"seconds": min(timings), "median": statistics.median(timings), "flops": flops.get_total_flops(),
-            "operators": operators}
+            "operators": operators, "first": first}
 
 
 def main() -> None:
@@ -161,6 +169,8 @@ def main() -> None:
     parser.add_argument("--M", type=int, nargs="+", help="M values (default: the preset's)")
     parser.add_argument("--dtype", nargs="+", default=["float64"], choices=sorted(DTYPES),
                         help="training.dtype values to time each row in")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time each row with training.torch_compile: true (its first iteration compiles)")
     parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
                         help="keep freed memory for reuse, as training jobs do (gpstudy.memory), or glibc's default")
     args = parser.parse_args()
@@ -185,7 +195,8 @@ def main() -> None:
                 for dtype in args.dtype:
                     one = None
                     for splits in args.splits:
-                        row = measure(method, M, n, splits, args.iterations, device, dtype, preset, args.repeats)
+                        row = one_row = measure(method, M, n, splits, args.iterations, device, dtype, preset,
+                                                args.repeats)
                         if splits == 1:
                             one = row["seconds"]
                         achieved = row["flops"] / row["seconds"] / 1e9
@@ -194,6 +205,12 @@ def main() -> None:
                               f"{row['median'] * 1e3:8.3f} {row['flops'] / 1e9:9.4f} {achieved:8.2f} "
                               f"{achieved / rate:6.1%} {row['operators']:7.1f} "
                               f"{row['seconds'] * 1e6 / row['operators']:6.2f} {ratio}", flush=True)
+                        if args.compile:
+                            row = measure(method, M, n, splits, args.iterations, device, dtype, preset, args.repeats,
+                                          torch_compile=True)
+                            print(f"{'':7s} {'':4s} {'':6s} {'':6s} {'compiled':>7s} {row['seconds'] * 1e3:8.3f} "
+                                  f"{row['median'] * 1e3:8.3f}  first iteration (compilation) {row['first']:.1f} s, "
+                                  f"{one_row['seconds'] / row['seconds']:.2f}x eager's speed", flush=True)
 
 
 if __name__ == "__main__":

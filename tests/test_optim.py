@@ -10,14 +10,15 @@ from gpstudy.optim import adam, optimizer_step
 DTYPE = torch.float64
 
 
-def problem(singular_split: bool):
+def problem(singular_split: bool, draw: bool = True):
     """A batch of two 3x3 covariances from a parameter, split 1's indefinite (its Cholesky needs jitter) if
-    asked, and an objective that draws noise from each split's generator."""
+    asked, and an objective that draws noise from each split's generator (or, not ``draw``, takes ones:
+    ``torch.compile`` traces no graph past a generator's draw)."""
     parameter = torch.nn.Parameter(torch.tensor([[1.0, 0.5, 0.2], [0.3, 0.1, 0.4]], dtype=DTYPE))
     generators = draws.new_generators([0, 1], torch.device("cpu"))
 
     def objective() -> torch.Tensor:
-        noise = draws.randn((3,), generators, parameter)
+        noise = draws.randn((3,), generators, parameter) if draw else torch.ones(2, 3, dtype=DTYPE)
         base = torch.eye(3, dtype=DTYPE).expand(2, 3, 3).clone()
         if singular_split:
             base[1] = torch.ones(3, 3, dtype=DTYPE) - 1e-6 * torch.eye(3, dtype=DTYPE)  # rank one, slightly under
@@ -27,8 +28,8 @@ def problem(singular_split: bool):
     return parameter, generators, objective
 
 
-def eager_step(singular_split: bool) -> tuple[torch.Tensor, torch.Tensor, list]:
-    parameter, generators, objective = problem(singular_split)
+def eager_step(singular_split: bool, draw: bool = True) -> tuple[torch.Tensor, torch.Tensor, list]:
+    parameter, generators, objective = problem(singular_split, draw)
     optimizer = adam([parameter], 0.1, parameter.device)
     optimizer.zero_grad()
     loss = objective()
@@ -60,6 +61,18 @@ def test_a_failed_factor_reruns_the_step_from_the_same_draws_with_the_eager_numb
     assert torch.equal(loss, eager_loss) and torch.equal(parameter, eager_parameter)
     assert all(torch.equal(a, b) for a, b in zip(state, eager_state))  # the draws were made once, not twice
     assert counter.events[0].deliberate and len(counter.unexpected()) > 0  # the slow path reads as it retries
+
+
+def test_a_compiled_objective_takes_the_eager_path_through_the_deferred_checks():
+    """``training.torch_compile``: the compiled objective records its factors' checks and, when one fails,
+    reruns with the jitter an eager step takes (a compiled graph that skipped either would differ)."""
+    torch._dynamo.reset()
+    parameter, generators, objective = problem(singular_split=True, draw=False)
+    compiled = torch.compile(objective)  # the deferred pass traced whole; the retry breaks at its checks
+    loss = optimizer_step(adam([parameter], 0.1, parameter.device), compiled, generators)  # no dispatch mode: compiled
+    eager_loss, eager_parameter, _ = eager_step(singular_split=True, draw=False)
+    torch.testing.assert_close(loss.detach(), eager_loss, rtol=1e-8, atol=0)
+    torch.testing.assert_close(parameter.detach(), eager_parameter, rtol=1e-8, atol=0)
 
 
 def test_a_natural_update_is_computed_before_and_applied_after_the_optimizers_step():

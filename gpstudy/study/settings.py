@@ -63,6 +63,7 @@ class RunSettings:
     checkpoint_minutes: float
     checkpoint_every: int | None
     eval_every: int
+    torch_compile: bool
 
     def check(self, dataset: Dataset) -> None:
         """Raise :class:`SettingsError` unless kernel, likelihood and method fit each other and ``dataset``."""

@@ -47,13 +47,15 @@ class BatchSampler:
 
 
 def train_iteration(method: Method, optimizer: torch.optim.Optimizer, sampler: BatchSampler, x_train: Tensor,
-                    y_train: Tensor, step: int, generators: draws.Generators) -> Tensor:
-    """Iteration ``step`` of training: the next minibatch, one optimizer step on the method's loss and its
-    own update (at most one host synchronisation: ``gpstudy.optim.optimizer_step``). Returns the loss
-    ``[*batch]``."""
+                    y_train: Tensor, step: int, generators: draws.Generators,
+                    loss: Callable[..., Tensor] | None = None) -> Tensor:
+    """Iteration ``step`` of training: the next minibatch, one optimizer step on the method's loss (or
+    ``loss``, the same function compiled) and its own update (at most one host synchronisation:
+    ``gpstudy.optim.optimizer_step``). Returns the loss ``[*batch]``."""
     batch = sampler.next()
     x_batch, y_batch = draws.take_rows(x_train, batch), draws.take_rows(y_train, batch)
-    return optimizer_step(optimizer, lambda: method.loss(x_batch, y_batch, step, generators), generators,
+    objective = method.loss if loss is None else loss
+    return optimizer_step(optimizer, lambda: objective(x_batch, y_batch, step, generators), generators,
                           method.natural_update)
 
 
@@ -72,6 +74,7 @@ def fit(
     checkpoint_every: int | None = None,
     checkpoint_minutes: float | None = None,
     fingerprint: str = "",
+    torch_compile: bool = False,
 ) -> tuple[list[dict[str, float]], float]:
     """Train ``method`` with one Adam for ``iterations`` steps (t = 1..T); resume from ``checkpoint``.
 
@@ -95,6 +98,8 @@ def fit(
             uninterrupted run. A checkpoint that cannot be written fails the run.
         fingerprint: what the run is (settings, splits, start, code); a checkpoint written under
             another fingerprint is discarded with a warning, never resumed.
+        torch_compile: run the method's loss (forward and backward) through ``torch.compile``; its
+            compile time, in the first iterations, counts as training time.
 
     Returns:
         The learning curve (one dict per evaluation: iteration, seconds, and per split the objective
@@ -114,10 +119,11 @@ def fit(
         start, curve, seconds = state["step"] + 1, state["curve"], state["seconds"]
         log.info("resumed from %s at iteration %d", checkpoint, start)
     checkpoints = Checkpointer(checkpoint, x_train.device, checkpoint_every, checkpoint_minutes)
+    loss_function = torch.compile(method.loss) if torch_compile else None
     tic = time.perf_counter()
     with checkpoints:  # leaving waits for the checkpoint being written
         for step in range(start, iterations + 1):
-            loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators)
+            loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators, loss_function)
             if step % eval_every == 0 or step == iterations:
                 seconds += _elapsed(tic, x_train.device)
                 metrics = {key: value.tolist() for key, value in evaluate().items()}

@@ -155,7 +155,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
                          batch_size=settings.batch_size, lr=settings.lr, generators=problem.generators,
                          evaluate=evaluate, eval_every=settings.eval_every, checkpoint=checkpoint,
                          checkpoint_every=settings.checkpoint_every, checkpoint_minutes=settings.checkpoint_minutes,
-                         fingerprint=fingerprint)
+                         fingerprint=fingerprint, torch_compile=settings.torch_compile)
     predictions = plot_predictions(method, problem.splits) if problem.splits[0].x_plot is not None else None
     readable = readable_hyperparameters(problem.kernel, problem.likelihood)
     metrics = TASK_METRICS[problem.likelihood.task]

@@ -211,3 +211,27 @@ def test_predictions_in_chunks_keep_every_latent(monkeypatch, settings_for):
     assert whole[0].shape == (2, 10, 3)
     for a, b in zip(whole, chunked):
         torch.testing.assert_close(a, b)
+
+
+def test_a_compiled_svgp_trains_as_the_eager_one(tmp_path, settings_for):
+    """``torch_compile: true`` changes the speed, not the numbers: two splits of SVGP, learning curves and
+    hyperparameters equal to eager's to 1e-8 relative (the issue's bound)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    splits = {s: toy_split(seed=s) for s in range(2)}
+    runs = {}
+    for compiled in (False, True):
+        settings = settings_for(method="svgp", M=8, iterations=20, batch_size=16, eval_every=10, torch_compile=compiled)
+        folder = tmp_path / str(compiled)
+        runs[compiled] = train_splits(splits, settings, folders(folder, splits), folder / "c.pt")
+        assert (counters["stats"]["unique_graphs"] > 0) == compiled  # the loss was compiled, and only when asked
+    for s in splits:
+        for key in ("rmse", "test_ll"):
+            assert runs[True][s][key] == pytest.approx(runs[False][s][key], rel=1e-8)
+        np.testing.assert_allclose(runs[True][s]["hyperparameters"]["lengthscale"],
+                                   runs[False][s]["hyperparameters"]["lengthscale"], rtol=1e-8)
+        curves = [pd.read_csv(tmp_path / str(compiled) / f"split{s}/learning_curve.csv") for compiled in (False, True)]
+        np.testing.assert_allclose(curves[1][["objective", "rmse", "test_ll"]], curves[0][["objective", "rmse", "test_ll"]],
+                                   rtol=1e-8)
