@@ -141,10 +141,10 @@ def measure(method_name: str, M: int, n: int, splits: int, iterations: int, devi
     settings = run_settings(STUDY, preset.dataset, method=method_name, M=M)
     run = dict(batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict, eval_every=10**9,
                torch_compile=torch_compile)
-    first = fit(method, x, y, iterations=1, **run)[1]  # warm-up: allocations, kernels, compilation
+    first_seconds = fit(method, x, y, iterations=1, **run)[1]  # warm-up: allocations, kernels, compilation
     timings = [fit(method, x, y, iterations=iterations, **run)[1] / iterations for _ in range(repeats)]
     if torch_compile:
-        return {"seconds": min(timings), "median": statistics.median(timings), "first": first}
+        return {"seconds": min(timings), "median": statistics.median(timings), "first": first_seconds}
     flops, first, more = FlopCounterMode(display=False), OperatorCount(), OperatorCount()
     with flops, first:
         fit(method, x, y, iterations=1, **run)
@@ -152,7 +152,7 @@ def measure(method_name: str, M: int, n: int, splits: int, iterations: int, devi
         fit(method, x, y, iterations=1 + COUNTED, **run)
     operators = (sum(more.counts.values()) - sum(first.counts.values())) / COUNTED  # without the Adam's set-up
     return {"seconds": min(timings), "median": statistics.median(timings), "flops": flops.get_total_flops(),
-            "operators": operators, "first": first}
+            "operators": operators, "first": first_seconds}
 
 
 def main() -> None:
@@ -195,7 +195,7 @@ def main() -> None:
                 for dtype in args.dtype:
                     one = None
                     for splits in args.splits:
-                        row = one_row = measure(method, M, n, splits, args.iterations, device, dtype, preset,
+                        row = eager = measure(method, M, n, splits, args.iterations, device, dtype, preset,
                                                 args.repeats)
                         if splits == 1:
                             one = row["seconds"]
@@ -210,7 +210,7 @@ def main() -> None:
                                           torch_compile=True)
                             print(f"{'':7s} {'':4s} {'':6s} {'':6s} {'compiled':>7s} {row['seconds'] * 1e3:8.3f} "
                                   f"{row['median'] * 1e3:8.3f}  first iteration (compilation) {row['first']:.1f} s, "
-                                  f"{one_row['seconds'] / row['seconds']:.2f}x eager's speed", flush=True)
+                                  f"{eager['seconds'] / row['seconds']:.2f}x eager's speed", flush=True)
 
 
 if __name__ == "__main__":
