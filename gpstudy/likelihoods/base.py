@@ -28,6 +28,7 @@ class Likelihood(nn.Module):
     task: ClassVar[str]  # "regression" or "classification"
     options_schema: ClassVar[dict[str, Any]]  # JSON schema of the constructor's options
     several_latents: ClassVar[bool] = False  # whether ``latent_dim`` is C > 1 (one latent per class) rather than 1
+    linear_in_variance: ClassVar[bool] = False  # whether ``expected_log_prob`` is affine in ``var``
 
     @property
     def latent_dim(self) -> int:

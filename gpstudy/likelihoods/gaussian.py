@@ -25,6 +25,7 @@ class GaussianLikelihood(Likelihood):
     """
 
     task: ClassVar[str] = "regression"
+    linear_in_variance: ClassVar[bool] = True
     options_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"noise_variance": {"type": "number", "exclusiveMinimum": 0}},

@@ -105,6 +105,34 @@ def test_elbo_is_a_lower_bound_scaled_by_n_over_batch(data, method_config):
         torch.testing.assert_close(-method.loss(x[:5], y[:5], 1, torch.Generator()), N / 5 * expected_log_prob)
 
 
+def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_config):
+    """A Gaussian likelihood's loss from the batch's summed variances (``summed_moments``) against the
+    per-point marginals' (``marginals``), q off the prior, two splits: value and every gradient."""
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 40, 3, generator=generator, dtype=DTYPE)
+    y = torch.sin(x.sum(-1))
+    kernel = RBF(3, lengthscale=[0.7, 1.3, 2.0], variance=1.5, batch_shape=(2,))
+    problem = Problem(x, y, kernel, GaussianLikelihood(0.2, batch_shape=(2,)),
+                      [torch.Generator().manual_seed(seed) for seed in (1, 2)])
+    method = SVGP(problem, method_config("svgp", 7, 40))
+    perturb_q(method)
+    x_batch, y_batch = x[:, 5:17], y[:, 5:17]
+    prior = method.prior_at(x_batch)
+    mean, variance = method.marginals(x_batch, *prior)
+    summed_mean, variance_sum = method.summed_moments(x_batch, *prior)
+    torch.testing.assert_close(summed_mean, mean, rtol=1e-10, atol=0)
+    torch.testing.assert_close(variance_sum, variance.sum(-1), rtol=1e-10, atol=0)
+
+    per_point = -(40 / 12 * method.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1)
+                  - method.kl_divergence())
+    loss = method.loss(x_batch, y_batch, 1, [torch.Generator(), torch.Generator()])
+    torch.testing.assert_close(loss, per_point, rtol=1e-10, atol=0)
+    parameters = [p for p in method.parameters() if p.requires_grad]
+    for got, expected in zip(torch.autograd.grad(loss.sum(), parameters),
+                             torch.autograd.grad(per_point.sum(), parameters)):
+        torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-12)
+
+
 CLASSES = 3
 
 
