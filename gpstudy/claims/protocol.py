@@ -8,8 +8,8 @@ from typing import Any
 from gpstudy.claims.evidence import cell_key
 from gpstudy.study import data_plan, run_settings, study_jobs, user_datasets
 
-NOT_RESULTS = ("device", "seed", "checkpoint_minutes", "checkpoint_every", "eval_every")  # settings that change
-# where or when a run computes, or which random draws it takes, not what the paper's protocol is
+NOT_RESULTS = ("device", "seed", "checkpoint_minutes", "checkpoint_every", "eval_every", "torch_compile")  # settings
+# that change where, when or how a run computes, or which random draws it takes, not what the paper's protocol is
 PRETRAINING = ("pretrain_iterations", "pretrain_subset", "pretrain_lr")  # settings of a run that pretrains only
 
 

@@ -213,9 +213,11 @@ def test_predictions_in_chunks_keep_every_latent(monkeypatch, settings_for):
         torch.testing.assert_close(a, b)
 
 
-def test_a_compiled_svgp_trains_as_the_eager_one(tmp_path, settings_for):
-    """``torch_compile: true`` changes the speed, not the numbers: two splits of SVGP, learning curves and
-    hyperparameters equal to eager's to 1e-8 relative (the issue's bound)."""
+@pytest.mark.parametrize("method", ["svgp", "gpnet", "fbnn"])
+def test_a_compiled_method_trains_as_the_eager_one(tmp_path, settings_for, method):
+    """``torch_compile: true`` changes the speed, not the numbers: two splits of each method
+    configs/paper-cpu.yaml compiles, learning curves and hyperparameters equal to eager's to 1e-8
+    relative (the issue's bound)."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
@@ -223,7 +225,7 @@ def test_a_compiled_svgp_trains_as_the_eager_one(tmp_path, settings_for):
     splits = {s: toy_split(seed=s) for s in range(2)}
     runs = {}
     for compiled in (False, True):
-        settings = settings_for(method="svgp", M=8, iterations=20, batch_size=16, eval_every=10, torch_compile=compiled)
+        settings = settings_for(method=method, M=8, iterations=20, batch_size=16, eval_every=10, torch_compile=compiled)
         folder = tmp_path / str(compiled)
         runs[compiled] = train_splits(splits, settings, folders(folder, splits), folder / "c.pt")
         assert (counters["stats"]["unique_graphs"] > 0) == compiled  # the loss was compiled, and only when asked
