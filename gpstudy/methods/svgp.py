@@ -175,11 +175,12 @@ class SVGP(Method):
         return kl.sum(-1) if self.latent_dim > 1 else kl
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
+        prior = self.prior_at(x_batch)
         if self.likelihood.linear_in_variance:  # the expectation sums the variances: their mean stands for each
-            mean, variance_sum = self.summed_moments(x_batch, *self.prior_at(x_batch))
+            mean, variance_sum = self.summed_moments(x_batch, *prior)
             variance = (variance_sum / y_batch.shape[-1]).unsqueeze(-1).expand_as(mean)
         else:
-            mean, variance = self.marginals(x_batch, *self.prior_at(x_batch))
+            mean, variance = self.marginals(x_batch, *prior)
         expected = self.likelihood.expected_log_prob(y_batch, mean, variance, generators).sum(-1)
         return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence())
 
