@@ -182,7 +182,7 @@ def test_quick_study_has_every_run(quick_study):
     assert set(runs[["experiment", "dataset", "method", "M", "split"]].itertuples(index=False, name=None)) == expected
     assert (runs["status"] == "ok").all()
     assert np.isfinite(runs[["rmse", "test_ll", "seconds"]].to_numpy()).all()
-    assert (runs["device"] == "cpu").all() and (runs.loc[runs.dataset == "boston", "iterations"] == 200).all()
+    assert (runs["device"] == "cpu").all() and (runs.loc[runs.dataset == "boston", "iterations"] == 100).all()
 
 
 def test_quick_study_tables_carry_the_papers_values(quick_study):

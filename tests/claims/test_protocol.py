@@ -24,9 +24,9 @@ def test_the_quick_study_names_each_setting_it_changes(study_config):
     gaps = settings_gaps(quick, study_config)
     assert set(gaps) == {cell_key(job.experiment, job.dataset, job.method, job.M) for job in study_jobs(quick)}
     boston = gaps[cell_key("uci", "boston", "gpnet", 500)].split("; ")
-    assert {"iterations 200, not 10000", "hidden_units 50, not 1000", "2 splits, not 20"} <= set(boston)
+    assert {"iterations 100, not 10000", "hidden_units 50, not 1000", "2 splits, not 20"} <= set(boston)
     assert "iterations 500, not 40000" in gaps[cell_key("snelson", "snelson", "svgp", 20)]
-    assert "pretrain_iterations 200, not 1000" in boston  # GPNet pretrains on Boston ...
+    assert "pretrain_iterations 100, not 1000" in boston  # GPNet pretrains on Boston ...
     assert "pretrain_iterations" not in gaps[cell_key("uci", "boston", "svgp", 100)]  # ... SVGP does not
 
 
