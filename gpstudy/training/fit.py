@@ -59,6 +59,9 @@ def train_iteration(method: Method, optimizer: torch.optim.Optimizer, sampler: B
                           method.natural_update)
 
 
+STEP_SOURCE = "L['step']"  # the step argument of ``Method.loss``, as torch.compile names it
+
+
 def fit(
     method: Method,
     x_train: Tensor,
@@ -121,7 +124,9 @@ def fit(
     checkpoints = Checkpointer(checkpoint, x_train.device, checkpoint_every, checkpoint_minutes)
     loss_function = torch.compile(method.loss) if torch_compile else None
     tic = time.perf_counter()
-    with checkpoints:  # leaving waits for the checkpoint being written
+    # leaving waits for the checkpoint being written; the loss's step (an int, new every iteration) is
+    # compiled as a symbol from the start, not first as the constant 1 and again at step 2
+    with checkpoints, torch.compiler.config.patch(dynamic_sources=STEP_SOURCE):
         for step in range(start, iterations + 1):
             loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators, loss_function)
             if step % eval_every == 0 or step == iterations:
