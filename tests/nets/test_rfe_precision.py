@@ -129,7 +129,8 @@ def test_mixed_fbnn_gradient_is_float64_s_to_float32_rounding(shared_data, setti
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_mixed_precision_gives_float64_metrics(shared_data, settings_for, method, dataset):
     rows = uci_rows(shared_data, dataset)
-    exact, mixed = (train_and_evaluate(settings_for(method, M, dtype=dtype, **SMALL), rows) for dtype in ("float64", "mixed"))
+    exact, mixed = (train_and_evaluate(settings_for(method, M, dtype=dtype, **SMALL), rows)
+                    for dtype in ("float64", "mixed"))
     for name, value in exact.items():
         assert abs(mixed[name] - value) <= TOLERANCE * abs(value), (name, value, mixed[name])
 
@@ -181,7 +182,7 @@ def test_mixed_step_is_float64_s_at_a_uci_size(shared_data, settings_for, method
     from singular, where float32's was good too (seen 3e-6)."""
     settings = settings_for(method, UCI_M, dtype="mixed")
     x, y = uci_rows(shared_data, "kin8nm", settings.batch_size)[:2]
-    assert settings.options["hidden_units"] == 1000 and x.shape == (settings.batch_size, 8)  # the sizes this test claims
+    assert settings.options["hidden_units"] == 1000 and x.shape == (settings.batch_size, 8)  # the sizes claimed
     model = network_method(settings, x, y, torch.Generator().manual_seed(0))
     assert_within_tolerance(step_errors(model, x, y, settings.batch_size, 0), "kin8nm")
 
