@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from gpstudy import generators as draws
+from gpstudy.data.registry import get_dataset
 from gpstudy.gaussian import CholeskyError, inverse_positive
 from gpstudy.methods import METHODS, Problem, build_method
 from gpstudy.methods.base import InferenceNetworkMethod
@@ -150,9 +151,11 @@ def synthetic_data(size: Size) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
 
 
 def build(variant: str, size: Size, M: int, dtype: str):
-    """The method of ``variant`` at ``size`` in ``dtype`` as a run builds it, its batch and its first step."""
+    """The method of ``variant`` at ``size`` in ``dtype`` as a run builds it (its settings checked as before any
+    job: ``ValueError`` where they are refused), its batch and its first step."""
     settings = run_settings(CONFIG, size.dataset, method=variant, M=M, dtype=dtype,
                             initial_lengthscale=size.lengthscale)
+    settings.check(get_dataset(size.dataset))
     x, y, x_mean, x_std = synthetic_data(size)
     x, y = x.to(settings.torch_dtype()), y.to(settings.torch_dtype())
     problem = Problem(x, y, settings.build_kernel(size.d), settings.build_likelihood(),
@@ -213,7 +216,11 @@ def test_loss_and_gradients_against_float64(variant, size, M, dtype):
             # eq. 11): its gradient is not the loss's derivative by design
             check_gradient_by_difference(method64, x64, y64, step, loss64, gradients64)
         return
-    method, x, y, step = build(variant, SIZES[size], M, dtype)
+    try:
+        method, x, y, step = build(variant, SIZES[size], M, dtype)
+    except ValueError as refusal:  # refused before training, naming the dtype: loud, not silently wrong
+        assert dtype in str(refusal), refusal
+        return
     method.load_state_dict(method64.state_dict())  # the reference's parameters, rounded to the dtype
     loss_error, gradient_errors = relative_errors(*loss_and_gradients(method, x, y, step), loss64, gradients64)
     worst = max(gradient_errors, key=gradient_errors.get)
