@@ -23,10 +23,24 @@ below it: its times, the first iteration's seconds, which compile, and its speed
 
 With ``--splits 1 20`` every row is timed for one split and for a batch of 20, and ``batch/one``
 says what the batch costs per iteration relative to one split alone.
+
+    python benchmarks/speed.py --against REF [--rows uci svgp] [--rounds 5] [--seconds 0.5]
+
+compares this tree (its working copy) with commit REF in one run: every (method, M) of config.yaml's
+experiments snelson, uci, odvgp and autogp at its preset's sizes, each side a process of its own with its
+tree's gpstudy, one thread, float64, timings alternated, and prints a markdown table of the median ms per
+iteration of each side and their ratio (docs/speed.md: the check a speed change runs before it lands).
 """
 
 import argparse
+import io
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,15 +50,19 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
+import gpstudy
 from gpstudy.data.registry import DATASETS
 from gpstudy.device_check import matmul_rate
+from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import Problem, build_method
 from gpstudy.study import load_config, run_settings
 from gpstudy.study.settings import DTYPES
 from gpstudy.training import fit
 
-STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # the methods' default options
+ROOT = Path(__file__).resolve().parents[1]  # the tree this script belongs to ("this" of --against)
+# the methods' default options: the config.yaml beside the gpstudy imported, so that a tree's code runs with its own
+STUDY = load_config(Path(gpstudy.__file__).resolve().parents[1] / "config.yaml")
 aten = torch.ops.aten
 COUNTED = 10  # iterations whose operators are counted after the first (a fresh Adam's state, the sampler's start)
 
@@ -74,7 +92,13 @@ PRESETS = {
     "uci": Preset(None, 8, tuple(STUDY["experiments"]["uci"]["methods"]["svgp"]), None),  # STUDY.md's UCI settings
     "snelson": Preset("snelson", DATASETS["snelson"].shape[1], tuple(STUDY["experiments"]["snelson"]["methods"]["svgp"]),
                       STUDY["dataset_options"]["snelson"]["train_size"]),
+    # AutoGP's MNIST rows: D = 784, softmax over 10 classes; N = 1000, the largest M, so that k-means at M = N
+    # is the points themselves (seconds, not minutes at D = 784; a step's cost does not depend on N)
+    "mnist": Preset("mnist", DATASETS["mnist"].shape[1], tuple(STUDY["experiments"]["autogp"]["methods"]["autogp"]),
+                    max(STUDY["experiments"]["autogp"]["methods"]["autogp"])),
 }
+EXPERIMENT_PRESETS = {"snelson": "snelson", "uci": "uci", "odvgp": "uci", "autogp": "mnist"}  # --against's rows
+UCI_N = 8192  # N of the uci preset's rows (kin8nm's size)
 UCI = PRESETS["uci"]
 D, BATCH, HIDDEN = UCI.D, UCI.batch, UCI.hidden  # the UCI rows' sizes (gpu_check.py prints them)
 
@@ -124,6 +148,9 @@ def build(method_name: str, M: int, n: int, splits: int, device: torch.device, d
     settings = run_settings(STUDY, preset.dataset, method=method_name, M=M, dtype=dtype)  # a method or a variant
     x = torch.randn(splits, n, preset.D, dtype=settings.torch_dtype(), device=device, generator=generators[0])
     y = torch.sin(x.sum(-1))
+    if LIKELIHOODS[settings.likelihood].task == "classification":  # labels 0, 1, ..., classes - 1 in turn
+        y = torch.arange(n, device=device).remainder(settings.likelihood_options.get("classes", 2)).to(x.dtype)
+        y = y.expand(splits, n)
     kernel = settings.build_kernel(preset.D, (splits,)).to(device)
     likelihood = settings.build_likelihood((splits,)).to(device)
     config = settings.method_config(n, np.zeros((splits, preset.D)), np.ones((splits, preset.D)))  # x standardized
@@ -155,8 +182,140 @@ def measure(method_name: str, M: int, n: int, splits: int, iterations: int, devi
             "operators": operators, "first": first_seconds}
 
 
+@dataclass(frozen=True)
+class Row:
+    """A (method or variant, M) the study trains, at the sizes of its experiment's preset."""
+
+    preset: str
+    method: str
+    M: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.preset} {self.method} M{self.M}"
+
+
+def study_rows() -> list[Row]:
+    """Every (method, M) of config.yaml's experiments in ``EXPERIMENT_PRESETS``, each once, in the config's order."""
+    rows = []
+    for experiment, preset in EXPERIMENT_PRESETS.items():
+        for method, Ms in STUDY["experiments"][experiment]["methods"].items():
+            rows += [row for row in (Row(preset, method, M) for M in Ms) if row not in rows]
+    return rows
+
+
+def serve(seconds: float) -> None:
+    """``--serve``, a side of ``--against``: on one thread, for each row read from stdin (one JSON object a line),
+    one timing of the training loop, answered as a JSON line {"ms": per iteration, "iterations": timed}. A row
+    is built and warmed up (one iteration, then one more to choose iterations lasting about ``seconds``) on
+    its first request; its later timings continue training it. The first line says which gpstudy is timed."""
+    torch.set_num_threads(1)
+    keep_freed_memory()
+    print(json.dumps({"gpstudy": str(Path(gpstudy.__file__).resolve().parent)}), flush=True)
+    runs = {}
+    for line in sys.stdin:
+        row = Row(**json.loads(line))
+        if row not in runs:
+            preset = PRESETS[row.preset]
+            method, x, y, generators = build(row.method, row.M, preset.n or UCI_N, 1, torch.device("cpu"),
+                                             preset=preset)
+            settings = run_settings(STUDY, preset.dataset, method=row.method, M=row.M)
+            run = dict(batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict,
+                       eval_every=10**9)
+            fit(method, x, y, iterations=1, **run)  # warm-up: a fresh Adam, allocations
+            iterations = max(1, round(seconds / fit(method, x, y, iterations=1, **run)[1]))
+            runs[row] = (method, x, y, run, iterations)
+        method, x, y, run, iterations = runs[row]
+        elapsed = fit(method, x, y, iterations=iterations, **run)[1]
+        print(json.dumps({"ms": elapsed / iterations * 1e3, "iterations": iterations}), flush=True)
+
+
+class Side:
+    """A ``--serve`` subprocess timing rows with the gpstudy (and config.yaml) of the tree ``root``."""
+
+    def __init__(self, root: Path, seconds: float):
+        env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", "--seconds",
+                                         str(seconds)], cwd=root, env=env, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        timed = Path(self._answer()["gpstudy"])
+        if timed != root.resolve() / "gpstudy":
+            self.close()
+            raise RuntimeError(f"the side for {root} imported gpstudy from {timed}")
+
+    def _answer(self) -> dict:
+        """The next JSON line of the subprocess (other lines, if a library prints any, skipped)."""
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError(f"the timing subprocess ended (exit code {self.process.wait()}); its error is above")
+
+    def time(self, row: Row) -> float:
+        """Milliseconds per iteration of one timing of ``row``."""
+        self.process.stdin.write(json.dumps(row.__dict__) + "\n")
+        self.process.stdin.flush()
+        return self._answer()["ms"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def export_commit(ref: str, folder: Path) -> str:
+    """The tree of commit ``ref`` of this repository written into ``folder`` (``git archive``); its hash."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit], capture_output=True,
+                             check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return commit
+
+
+def compare(ref: str, rows: list[Row], rounds: int, seconds: float) -> tuple[str, dict[Row, dict[str, list[float]]]]:
+    """This tree (its working copy, uncommitted changes included) against commit ``ref``, each row timed
+    ``rounds`` times on each side, alternating (this, REF in even rounds, REF, this in odd ones: a drift of
+    the machine's speed falls on both); the commit's hash and the milliseconds per iteration of each timing."""
+    times = {row: {"this": [], "ref": []} for row in rows}
+    with tempfile.TemporaryDirectory(prefix="speed-ref-") as folder:
+        commit = export_commit(ref, Path(folder))
+        sides = {"this": Side(ROOT, seconds), "ref": Side(Path(folder), seconds)}
+        try:
+            for round_ in range(rounds):
+                for row in rows:
+                    for side in ("this", "ref") if round_ % 2 == 0 else ("ref", "this"):
+                        times[row][side].append(sides[side].time(row))
+        finally:
+            for side in sides.values():
+                side.close()
+    return commit, times
+
+
+SLOWER = 0.05  # a row slower than REF by more than this is marked; its commit says so, with the reason (docs/speed.md)
+
+
+def comparison_table(times: dict[Row, dict[str, list[float]]]) -> str:
+    """A markdown table: row, the median ms per iteration of this tree and of REF, their ratio (this / REF)
+    and the range of the rounds' own ratios; ``slower`` where the ratio exceeds 1 + ``SLOWER``."""
+    lines = ["| row | ms (this) | ms (REF) | ratio | rounds' ratios |", "| --- | ---: | ---: | ---: | --- |"]
+    for row, sides in times.items():
+        this, ref = statistics.median(sides["this"]), statistics.median(sides["ref"])
+        each = [a / b for a, b in zip(sides["this"], sides["ref"])]
+        mark = " slower" if this / ref > 1 + SLOWER else ""
+        lines.append(f"| {row.name} | {this:.3f} | {ref:.3f} | {this / ref:.3f}{mark} | "
+                     f"{min(each):.3f}-{max(each):.3f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--against", metavar="REF",
+                        help="compare this tree with commit REF: every row of the study, one thread, alternating")
+    parser.add_argument("--rows", nargs="+",
+                        help="--against: only the rows whose name has every word of one of these ('uci svgp', 'M500')")
+    parser.add_argument("--rounds", type=int, default=5, help="--against: timings per row and side")
+    parser.add_argument("--seconds", type=float, default=0.5, help="--against: about how long each timing lasts")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # a side of --against
     parser.add_argument("--preset", choices=sorted(PRESETS), default="uci",
                         help="sizes and settings from config.yaml: uci (training defaults) or snelson")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -174,8 +333,19 @@ def main() -> None:
     parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
                         help="keep freed memory for reuse, as training jobs do (gpstudy.memory), or glibc's default")
     args = parser.parse_args()
+    if args.serve:
+        serve(args.seconds)
+        return
+    if args.against:
+        rows = [row for row in study_rows() if not args.rows or any(set(words.split()) <= set(row.name.split())
+                                                                   for words in args.rows)]
+        print(f"this: {ROOT} (working tree); REF: {args.against}; {args.rounds} rounds, one thread, "
+              f"~{args.seconds} s a timing, float64, one split", flush=True)
+        commit, times = compare(args.against, rows, args.rounds, args.seconds)
+        print(f"REF = {commit}\n{comparison_table(times)}")
+        return
     preset = PRESETS[args.preset]
-    sizes = args.sizes or [preset.n or 8192]
+    sizes = args.sizes or [preset.n or UCI_N]
     if args.malloc == "keep":
         keep_freed_memory()
     if args.threads:
