@@ -2,14 +2,14 @@
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import (gram, jittered_scale_tril, kernel_scale_tril, kl_to_standard_normal,
-                              raw_scale_tril, scale_tril)
+from gpstudy.gaussian import (active_factor_checks, gram, jittered_scale_tril, kernel_scale_tril,
+                              kl_to_standard_normal, raw_scale_tril, scale_tril)
 from gpstudy.kmeans import kmeans
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods.base import Method, MethodConfig
@@ -47,6 +47,14 @@ INDUCING_INITS: dict[str, Callable[[Tensor, int, draws.Generators], Tensor]] = {
     "kmeans": kmeans_centres,
     "training_points": training_points,
 }
+
+
+class KeptFactor(NamedTuple):
+    """L_Z kept across calls while Z and the kernel are fixed (``SVGP.prior_scale_tril``)."""
+
+    sources: list[tuple]  # the identity of what it was factored from (``_identity`` of Z's and the kernel's tensors)
+    factor: Tensor
+    unchecked_info: Tensor | None  # factored inside deferred checks: its ``info``, not yet looked at; None: checked
 
 
 class SVGP(Method):
@@ -89,7 +97,7 @@ class SVGP(Method):
         self.inducing_inputs = nn.Parameter(inducing_inputs, requires_grad=config.learn_inducing_inputs)  # Z
         self.q_mean = nn.Parameter(inducing_inputs.new_zeros((*q_batch, num_inducing)))  # m, [*batch, (C,) M]
         self.raw_q_scale = nn.Parameter(raw_scale_tril(1.0, num_inducing, inducing_inputs, q_batch))
-        self._fixed_factor: tuple[list[tuple], Tensor] | None = None  # (identity of what L_Z came from, L_Z)
+        self._fixed_factor: KeptFactor | None = None
 
     @property
     def effective_M(self) -> int:
@@ -113,16 +121,31 @@ class SVGP(Method):
         tensors: storage, version counter, device, dtype, shape; nothing read on the host): it is
         factored again when any of them has changed (a loaded checkpoint, a move to another device, a
         value set by hand, in place or by a new tensor), so it never goes stale.
+
+        A factor made inside ``gaussian.deferred_factor_checks`` (a training step's) is kept unchecked, with
+        its ``info``: each later step that reuses it records that ``info`` again with its own factors, and
+        the first call outside the deferred checks (the step's checked rerun, or an evaluation) looks at
+        it, keeping the factor if it did not fail and else factoring again, checked, with the jitter a
+        failed matrix gets. So a kept factor never hides a failure, and a step that reuses it reads
+        nothing on the host and factors nothing.
         """
         if self._factored_each_call():
             return kernel_scale_tril(self.kernel, self.inducing_inputs)
-        sources = [self.inducing_inputs, *self.kernel.parameters(), *self.kernel.buffers()]
-        key = [_identity(source) for source in sources]
-        if self._fixed_factor is None or self._fixed_factor[0] != key:
+        sources = [_identity(source) for source in (self.inducing_inputs, *self.kernel.parameters(),
+                                                    *self.kernel.buffers())]
+        checks, kept = active_factor_checks(), self._fixed_factor
+        if kept is not None and kept.sources == sources and kept.unchecked_info is not None:
+            if checks is not None:
+                checks.infos.append(kept.unchecked_info)  # looked at with this step's own factors
+            elif not kept.unchecked_info.any():  # looked at now: a host read, as a checked factorization's
+                kept = self._fixed_factor = kept._replace(unchecked_info=None)
+            else:
+                kept = None  # failed: factored again, checked
+        if kept is None or kept.sources != sources:
             with torch.no_grad():
-                factor = kernel_scale_tril(self.kernel, self.inducing_inputs)
-            self._fixed_factor = (key, factor)
-        return self._fixed_factor[1]
+                factor = kernel_scale_tril(self.kernel, self.inducing_inputs)  # inside deferred checks: records its info
+            kept = self._fixed_factor = KeptFactor(sources, factor, None if checks is None else checks.infos[-1])
+        return kept.factor
 
     def prior_at(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """L_Z ``[*batch, M, M]`` and K_Zx ``[*batch, M, n]`` for ``x`` ``[*batch, n, D]`` of Z's batch shape;

@@ -1,5 +1,6 @@
 """SVGP: k-means and training-point initialization, the starting q, exactness with Z = X and the optimal q,
-several latents (softmax) as independent per-class q sharing Z, and the factor of a fixed K_ZZ."""
+several latents (softmax) as independent per-class q sharing Z, and the factor of a fixed K_ZZ (kept, and checked
+where it is first made inside a step's deferred checks and fails)."""
 
 import logging
 import math
@@ -8,13 +9,14 @@ import pytest
 import torch
 
 from gpstudy import numerics
-from gpstudy.gaussian import cholesky, inverse_positive
+from gpstudy.gaussian import add_jitter, cholesky, deferred_factor_checks, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
 from gpstudy.methods import SVGP, ExactGP, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.svgp import kmeans_centres, training_points
 from gpstudy.metrics import task_metrics
+from gpstudy.optim import adam, optimizer_step
 from gpstudy.training.fit import fit
 
 DTYPE = numerics.DEFAULT_DTYPE
@@ -318,3 +320,51 @@ def test_a_fixed_factor_moves_with_the_method_to_a_gpu(data, method_config):
     factor = method.prior_scale_tril()
     assert factor.device.type == "cuda"
     torch.testing.assert_close(factor, fresh_factor(method), rtol=1e-12, atol=1e-12)
+
+
+def failing_fixed_method(method_config, data, dtype: torch.dtype, variance: float) -> SVGP:
+    """``fixed_method`` in ``dtype`` with Z's first two inputs equal and the kernel's variance so large that
+    K_ZZ + JITTER is not positive definite in that precision, while the jitter of a later try saves it."""
+    method = fixed_method(method_config, data).to(dtype)
+    with torch.no_grad():
+        method.kernel.raw_variance.copy_(inverse_positive(torch.tensor(variance, dtype=dtype)))
+        method.inducing_inputs[1] = method.inducing_inputs[0]
+    return method
+
+
+@pytest.mark.parametrize("dtype, variance", [(torch.float64, 1e12), (torch.float32, 1e3)])
+def test_a_fixed_factor_made_in_a_training_step_gets_the_jitter_an_eager_one_gets(data, method_config, dtype,
+                                                                                   variance):
+    """L_Z first factored inside a step's deferred checks, where the factor fails: the step reruns checked
+    and keeps the jittered factor, as an eager call makes it (not the failed one: NaN, or in float32 a
+    finite loss from a factor with a negative diagonal)."""
+    x, y = (tensor.to(dtype) for tensor in data)
+    eager = failing_fixed_method(method_config, data, dtype, variance)
+    assert torch.linalg.cholesky_ex(add_jitter(eager.kernel(eager.inducing_inputs)))[1] > 0  # the base jitter fails
+    expected_factor = eager.prior_scale_tril()
+    expected_loss = eager.loss(x[:5], y[:5], 1, torch.Generator())
+    method = failing_fixed_method(method_config, data, dtype, variance)
+    loss = optimizer_step(adam(method.adam_parameters(), 0.01, x.device),
+                          lambda: method.loss(x[:5], y[:5], 1, torch.Generator()), torch.Generator())
+    assert torch.isfinite(loss)
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-8, atol=0)
+    scale = expected_factor.abs().max()
+    torch.testing.assert_close(method._fixed_factor[1], expected_factor, rtol=1e-8, atol=1e-8 * scale)
+
+
+def test_a_kept_factor_reused_inside_deferred_checks_is_checked_with_them(data, method_config, monkeypatch):
+    """A failed factor kept by a deferred pass that nobody looked at: the next pass that reuses it records
+    its failure again. A good one is reused by the next pass without a factorization (the cheap path)."""
+    import gpstudy.gaussian as gaussian_module
+
+    failing, good = failing_fixed_method(method_config, data, DTYPE, 1e12), fixed_method(method_config, data)
+    for method in (failing, good):
+        with deferred_factor_checks():
+            method.prior_scale_tril()
+    calls = []
+    monkeypatch.setattr(gaussian_module, "cholesky", lambda matrix: calls.append(1) or cholesky(matrix))
+    for method, failed in ((failing, True), (good, False)):
+        with deferred_factor_checks() as checks:
+            method.prior_scale_tril()
+        assert checks.any_failed() == failed
+    assert calls == []
