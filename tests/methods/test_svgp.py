@@ -14,7 +14,7 @@ from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
 from gpstudy.methods import SVGP, ExactGP, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
-from gpstudy.methods.svgp import kmeans_centres, training_points
+from gpstudy.methods.svgp import kmeans_centres, sums_variances, training_points
 from gpstudy.metrics import task_metrics
 from gpstudy.optim import adam, optimizer_step
 from gpstudy.training.fit import fit
@@ -109,7 +109,7 @@ def test_elbo_is_a_lower_bound_scaled_by_n_over_batch(data, method_config):
 
 def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_config):
     """A Gaussian likelihood's loss from the batch's summed variances (``summed_moments``) against the
-    per-point marginals' (``marginals``), q off the prior, two splits: value and every gradient."""
+    per-point marginals' (``marginals``), q off the prior, two splits, M = 7 < 0.4 n: value and every gradient."""
     generator = torch.Generator().manual_seed(4)
     x = torch.randn(2, 40, 3, generator=generator, dtype=DTYPE)
     y = torch.sin(x.sum(-1))
@@ -118,21 +118,71 @@ def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_confi
                       [torch.Generator().manual_seed(seed) for seed in (1, 2)])
     method = SVGP(problem, method_config("svgp", 7, 40))
     perturb_q(method)
-    x_batch, y_batch = x[:, 5:17], y[:, 5:17]
+    x_batch, y_batch = x[:, 5:30], y[:, 5:30]
     prior = method.prior_at(x_batch)
     mean, variance = method.marginals(x_batch, *prior)
     summed_mean, variance_sum = method.summed_moments(x_batch, *prior)
     torch.testing.assert_close(summed_mean, mean, rtol=1e-10, atol=0)
     torch.testing.assert_close(variance_sum, variance.sum(-1), rtol=1e-10, atol=0)
 
-    per_point = -(40 / 12 * method.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1)
+    per_point = -(40 / 25 * method.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1)
                   - method.kl_divergence())
+    assert sums_variances(7, 25, DTYPE)
     loss = method.loss(x_batch, y_batch, 1, [torch.Generator(), torch.Generator()])
     torch.testing.assert_close(loss, per_point, rtol=1e-10, atol=0)
     parameters = [p for p in method.parameters() if p.requires_grad]
     for got, expected in zip(torch.autograd.grad(loss.sum(), parameters),
                              torch.autograd.grad(per_point.sum(), parameters)):
         torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("num_inducing, batch_size, dtype, summed", [
+    (100, 500, torch.float64, True), (199, 500, torch.float64, True), (200, 500, torch.float64, False),
+    (500, 500, torch.float64, False), (1000, 500, torch.float64, False),
+    (100, 500, torch.float32, False), (500, 500, torch.float32, False), (5, 20, torch.float64, True),
+    (20, 20, torch.float64, False)])
+def test_the_variances_are_summed_only_below_m_of_0_4_b_in_float64(num_inducing, batch_size, dtype, summed):
+    """The study's sizes (UCI: M = 100, 500, 1000 at B = 500; Snelson: M = 5, 20 at B = 20) and the edge."""
+    assert sums_variances(num_inducing, batch_size, dtype) == summed
+
+
+@pytest.mark.parametrize("batch_size, dtype, summed", [(25, torch.float64, True), (12, torch.float64, False),
+                                                       (25, torch.float32, False)])
+def test_the_loss_takes_the_chosen_form(method_config, monkeypatch, batch_size, dtype, summed):
+    """M = 7: the loss goes through ``summed_moments`` exactly where ``sums_variances`` says."""
+    calls = []
+    real = SVGP.summed_moments
+    monkeypatch.setattr(SVGP, "summed_moments", lambda self, *args: calls.append(1) or real(self, *args))
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(40, 3, generator=generator, dtype=dtype)
+    method = SVGP(Problem(x, torch.sin(x.sum(-1)), RBF(3).to(dtype), GaussianLikelihood(0.2).to(dtype),
+                          torch.Generator().manual_seed(1)), method_config("svgp", 7, 40))
+    assert torch.isfinite(method.loss(x[:batch_size], torch.sin(x[:batch_size].sum(-1)), 1, torch.Generator()))
+    assert len(calls) == summed
+
+
+def test_float32_at_m_500_b_500_keeps_the_loss_and_variances_of_float64(method_config):
+    """The UCI SVGP-500 step in float32, q off the prior: the loss and the sum of the batch's variances it
+    takes within 1e-4 relative of the same model's in float64 (the per-point form: ~1e-6; the summed
+    form, whose solves of L_Z^-1 K_Zx K_xZ L_Z^-T lose float32's digits, had the variances' sum 1.9% off)."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(1000, 8, generator=generator, dtype=DTYPE)
+    y = torch.sin(x.sum(-1)) + 0.1 * torch.randn(1000, generator=generator, dtype=DTYPE)
+    problem = Problem(x, y, RBF(8, lengthscale=3.0), GaussianLikelihood(0.1), torch.Generator().manual_seed(0))
+    method = SVGP(problem, method_config("svgp", 500, 1000, inducing_init="training_points"))
+    with torch.no_grad():  # q off the prior, S near I
+        method.q_mean.add_(torch.randn(method.q_mean.shape, generator=generator, dtype=DTYPE))
+        method.raw_q_scale.add_(0.1 * torch.randn(method.raw_q_scale.shape, generator=generator, dtype=DTYPE).tril())
+    x_batch, y_batch = x[:500], y[:500]
+    with torch.no_grad():
+        expected_loss = method.loss(x_batch, y_batch, 1, torch.Generator())
+        expected_variance = method.marginals(x_batch, *method.prior_at(x_batch))[1].sum()
+        method.to(torch.float32)
+        x_batch, y_batch = x_batch.float(), y_batch.float()
+        loss = method.loss(x_batch, y_batch, 1, torch.Generator())
+        variance = method.batch_moments(x_batch)[1].sum()
+    torch.testing.assert_close(variance.double(), expected_variance, rtol=1e-4, atol=0)
+    torch.testing.assert_close(loss.double(), expected_loss, rtol=1e-4, atol=0)
 
 
 CLASSES = 3
