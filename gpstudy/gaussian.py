@@ -144,6 +144,12 @@ def deferred_factor_checks() -> Iterator[FactorChecks]:
         _deferred.pop()
 
 
+def active_factor_checks() -> FactorChecks | None:
+    """The innermost active :func:`deferred_factor_checks`' record, or None where :func:`cholesky` checks at
+    once: for a factor kept across calls, whose check must be recorded again wherever it is reused."""
+    return _deferred[-1] if _deferred else None
+
+
 def cholesky(matrix: Tensor) -> Tensor:
     """Lower Cholesky factor, retrying the failed matrices of a batch with growing jitter.
 

@@ -2,14 +2,14 @@
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import (gram, jittered_scale_tril, kernel_scale_tril, kl_to_standard_normal,
-                              raw_scale_tril, scale_tril)
+from gpstudy.gaussian import (active_factor_checks, gram, jittered_scale_tril, kernel_scale_tril,
+                              kl_to_standard_normal, raw_scale_tril, scale_tril)
 from gpstudy.kmeans import kmeans
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods.base import Method, MethodConfig
@@ -49,11 +49,38 @@ INDUCING_INITS: dict[str, Callable[[Tensor, int, draws.Generators], Tensor]] = {
 }
 
 
+SUMMED_VARIANCES_MAX_M_PER_POINT = 0.4  # summed variances only while M < 0.4 n: see ``sums_variances``
+
+
+def sums_variances(num_inducing: int, batch_size: int, dtype: torch.dtype) -> bool:
+    """Whether a Gaussian likelihood's loss takes the batch's summed variances (``SVGP.summed_moments``)
+    rather than each point's (``SVGP.marginals``), for M inducing inputs, a batch of n points and ``dtype``.
+
+    The summed form saves about 6 M^2 n FLOPs of n-sized products but adds about 13 M^3 of M x M
+    triangular solves and products (forward and backward, counted by ``torch.utils.flop_counter`` through
+    ``benchmarks/speed.py --preset uci --methods svgp``: 0.042 / 2.76 / 20.2 GFLOP a step at M = 100 /
+    500 / 1000 with n = 500, against the per-point form's 0.058 / 1.82 / 9.41), so it is the cheaper
+    only below M of about 0.44 n: it runs below 0.4 n. And its solves of L_Z^-1 K_Zx K_xZ L_Z^-T against
+    an ill-conditioned L_Z lose what float32 has (M = n = 500: the variances' sum 1.4-1.9% off, where the
+    per-point form is good to about 1e-6): only float64 takes it.
+    """
+    return dtype == torch.float64 and num_inducing < SUMMED_VARIANCES_MAX_M_PER_POINT * batch_size
+
+
+class KeptFactor(NamedTuple):
+    """L_Z kept across calls while Z and the kernel are fixed (``SVGP.prior_scale_tril``)."""
+
+    sources: list[tuple]  # the identity of what it was factored from (``_identity`` of Z's and the kernel's tensors)
+    factor: Tensor
+    unchecked_info: Tensor | None  # factored inside deferred checks: its ``info``, not yet looked at; None: checked
+
+
 class SVGP(Method):
     """SVGP: u = f(Z) = L_Z v with q(v) = N(m, S S^T), m = 0 and S = I at start (whitened).
 
     Loss = -[(N/n) sum_B E_q log p(y_b | f_b) - KL[q(v) || N(0, I)]] (Hensman et al. 2013, eq. 4); where
-    the likelihood's expectation is affine in the variance (Gaussian), from the batch's summed variances. Z
+    the likelihood's expectation is affine in the variance (Gaussian), from the batch's summed variances
+    when ``sums_variances`` says that form is the cheaper and accurate one. Z
     starts at ``config.inducing_init`` (k-means centres or distinct training inputs) and is trained
     with ``config.learn_inducing_inputs``; m and S are trained, and kernel and noise too with
     ``config.online_hyperparameters`` (else they stay where they start: Snelson's pretrained values,
@@ -89,7 +116,7 @@ class SVGP(Method):
         self.inducing_inputs = nn.Parameter(inducing_inputs, requires_grad=config.learn_inducing_inputs)  # Z
         self.q_mean = nn.Parameter(inducing_inputs.new_zeros((*q_batch, num_inducing)))  # m, [*batch, (C,) M]
         self.raw_q_scale = nn.Parameter(raw_scale_tril(1.0, num_inducing, inducing_inputs, q_batch))
-        self._fixed_factor: tuple[list[tuple], Tensor] | None = None  # (identity of what L_Z came from, L_Z)
+        self._fixed_factor: KeptFactor | None = None
 
     @property
     def effective_M(self) -> int:
@@ -113,16 +140,31 @@ class SVGP(Method):
         tensors: storage, version counter, device, dtype, shape; nothing read on the host): it is
         factored again when any of them has changed (a loaded checkpoint, a move to another device, a
         value set by hand, in place or by a new tensor), so it never goes stale.
+
+        A factor made inside ``gaussian.deferred_factor_checks`` (a training step's) is kept unchecked, with
+        its ``info``: each later step that reuses it records that ``info`` again with its own factors, and
+        the first call outside the deferred checks (the step's checked rerun, or an evaluation) looks at
+        it, keeping the factor if it did not fail and else factoring again, checked, with the jitter a
+        failed matrix gets. So a kept factor never hides a failure, and a step that reuses it reads
+        nothing on the host and factors nothing.
         """
         if self._factored_each_call():
             return kernel_scale_tril(self.kernel, self.inducing_inputs)
-        sources = [self.inducing_inputs, *self.kernel.parameters(), *self.kernel.buffers()]
-        key = [_identity(source) for source in sources]
-        if self._fixed_factor is None or self._fixed_factor[0] != key:
+        sources = [_identity(source) for source in (self.inducing_inputs, *self.kernel.parameters(),
+                                                    *self.kernel.buffers())]
+        checks, kept = active_factor_checks(), self._fixed_factor
+        if kept is not None and kept.sources == sources and kept.unchecked_info is not None:
+            if checks is not None:
+                checks.infos.append(kept.unchecked_info)  # looked at with this step's own factors
+            elif not kept.unchecked_info.any():  # looked at now: a host read, as a checked factorization's
+                kept = self._fixed_factor = kept._replace(unchecked_info=None)
+            else:
+                kept = None  # failed: factored again, checked
+        if kept is None or kept.sources != sources:
             with torch.no_grad():
-                factor = kernel_scale_tril(self.kernel, self.inducing_inputs)
-            self._fixed_factor = (key, factor)
-        return self._fixed_factor[1]
+                factor = kernel_scale_tril(self.kernel, self.inducing_inputs)  # inside deferred checks: records its info
+            kept = self._fixed_factor = KeptFactor(sources, factor, None if checks is None else checks.infos[-1])
+        return kept.factor
 
     def prior_at(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """L_Z ``[*batch, M, M]`` and K_Zx ``[*batch, M, n]`` for ``x`` ``[*batch, n, D]`` of Z's batch shape;
@@ -174,13 +216,19 @@ class SVGP(Method):
         kl = kl_to_standard_normal(self.q_mean, self.q_scale_tril)
         return kl.sum(-1) if self.latent_dim > 1 else kl
 
-    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
+    def batch_moments(self, x_batch: Tensor) -> tuple[Tensor, Tensor]:
+        """The means and variances of q(f) ``[*batch, n]`` (C latents ``[*batch, n, C]``) the loss takes at
+        ``x_batch``: each point's, or where the likelihood's expectation is affine in the variance and
+        ``sums_variances`` chooses it, the batch's mean variance at every point (their sum exact)."""
         prior = self.prior_at(x_batch)
-        if self.likelihood.linear_in_variance:  # the expectation sums the variances: their mean stands for each
+        num_points = x_batch.shape[-2]
+        if self.likelihood.linear_in_variance and sums_variances(self.effective_M, num_points, prior[0].dtype):
             mean, variance_sum = self.summed_moments(x_batch, *prior)
-            variance = (variance_sum / y_batch.shape[-1]).unsqueeze(-1).expand_as(mean)
-        else:
-            mean, variance = self.marginals(x_batch, *prior)
+            return mean, (variance_sum / num_points).unsqueeze(-1).expand_as(mean)
+        return self.marginals(x_batch, *prior)
+
+    def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
+        mean, variance = self.batch_moments(x_batch)
         expected = self.likelihood.expected_log_prob(y_batch, mean, variance, generators).sum(-1)
         return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence())
 
