@@ -91,3 +91,15 @@ def test_a_natural_update_is_computed_before_and_applied_after_the_optimizers_st
     optimizer_step(adam([parameter], 0.1, parameter.device), objective, generators, natural_update)
     assert not torch.equal(seen[0], parameter.detach())
     assert torch.equal(other.detach(), torch.ones(2, dtype=DTYPE))
+
+
+def test_adam_is_fused_with_its_step_counts_on_the_device_and_not_capturable():
+    """``capturable`` beside ``fused`` changes nothing but a warning at every step on a GPU."""
+    parameter = torch.nn.Parameter(torch.ones(3, dtype=DTYPE))
+    for device in ("cpu", "cuda"):  # the CUDA optimizer is only built here, never stepped
+        group = adam([parameter], 0.1, torch.device(device)).param_groups[0]
+        assert group["fused"] and not group["capturable"], device
+    optimizer = adam([parameter], 0.1, parameter.device)
+    parameter.grad = torch.ones_like(parameter)
+    optimizer.step()
+    assert optimizer.state[parameter]["step"].device == parameter.device
