@@ -86,13 +86,20 @@ def parse_nvidia_smi_list(text: str) -> list[Gpu]:
     return gpus
 
 
+NVIDIA_SMI_TIMEOUT_SECONDS = 60.0  # after this, ``nvidia-smi -L`` is taken to hang (a wedged driver) and killed
+
+
 @functools.cache
-def _run_nvidia_smi() -> tuple[int, str] | None:
-    """Exit code and output of ``nvidia-smi -L`` (run once per process); None if it is not installed."""
+def _run_nvidia_smi() -> tuple[int | None, str] | None:
+    """Exit code and output of ``nvidia-smi -L`` (run once per process), the code None if it did not end
+    within ``NVIDIA_SMI_TIMEOUT_SECONDS``; None if it is not installed."""
     try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                              timeout=NVIDIA_SMI_TIMEOUT_SECONDS)
     except FileNotFoundError:
         return None
+    except subprocess.TimeoutExpired:
+        return None, f"no answer within {NVIDIA_SMI_TIMEOUT_SECONDS:g} s; killed"
     return done.returncode, (done.stdout + done.stderr).strip()
 
 
@@ -100,11 +107,13 @@ def nvidia_smi_gpus() -> list[Gpu]:
     """This machine's GPUs by ``nvidia-smi -L``, without starting CUDA; none without nvidia-smi.
 
     Raises:
-        RuntimeError: nvidia-smi failed (e.g. no working driver), with its message.
+        RuntimeError: nvidia-smi failed or hung (e.g. no working driver), with its message.
     """
     if (done := _run_nvidia_smi()) is None:
         return []
     code, output = done
+    if code is None:
+        raise RuntimeError(f"nvidia-smi -L hung: {output}")
     if code != 0:
         if "No devices were found" in output:
             return []
@@ -160,7 +169,8 @@ def synchronize(device: torch.device) -> None:
 def resolve_device(name: str, gpus: Sequence[Gpu] | None = None,
                    environ: Mapping[str, str] = os.environ) -> torch.device:
     """The device ``name`` means. "auto" is cuda when torch is built with CUDA and ``environ`` lets the
-    job see a GPU of ``gpus`` (default :func:`nvidia_smi_gpus`), else cpu; deciding starts no CUDA."""
+    job see a GPU of ``gpus`` (default :func:`nvidia_smi_gpus`), else cpu (with a warning when nvidia-smi
+    fails or hangs); deciding starts no CUDA."""
     if name != "auto":
         return torch.device(name)
     if not torch.backends.cuda.is_built():

@@ -302,3 +302,25 @@ def test_resolve_device_decides_auto_without_starting_cuda(monkeypatch):
     monkeypatch.setattr(devices, "_run_nvidia_smi", lambda: (9, "NVIDIA-SMI has failed"))
     assert resolve_device("auto") == torch.device("cpu")  # a broken driver: the CPU, with a warning
     assert not torch.cuda.is_initialized()
+
+
+def test_resolve_device_falls_back_to_the_cpu_when_nvidia_smi_hangs(tmp_path, monkeypatch, caplog):
+    """A wedged driver makes ``nvidia-smi`` hang: "auto" waits ``NVIDIA_SMI_TIMEOUT_SECONDS``, kills it and
+    trains on the CPU with a warning; a job that asks for cuda gets an error naming the hang."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(devices, "NVIDIA_SMI_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    devices._run_nvidia_smi.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="gpstudy.devices"):
+            assert resolve_device("auto", environ={}) == torch.device("cpu")
+        assert "nvidia-smi -L hung: no answer within 0.2 s" in caplog.text and "training on the CPU" in caplog.text
+        with pytest.raises(RuntimeError, match="nvidia-smi -L hung"):
+            with gpu_slot(CUDA, tmp_path / "locks", environ={}):
+                pass
+    finally:
+        devices._run_nvidia_smi.cache_clear()  # the next test's nvidia-smi is the machine's
+    assert not torch.cuda.is_initialized()
