@@ -160,6 +160,25 @@ def visible_devices(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> list[str
     return chosen
 
 
+def set_tf32(allowed: bool) -> dict[str, bool]:
+    """Let CUDA's float32 matrix products (cuBLAS) and cuDNN's float32 convolutions round their inputs to
+    TF32 (a 10-bit mantissa, on Ampere and later GPUs), or hold them to full float32, in this process;
+    return :func:`tf32_settings`. Both are set, since PyTorch's defaults differ (cuBLAS full float32,
+    cuDNN TF32). Nothing changes on the CPU or in float64. By PyTorch's ``allow_tf32`` flags, which set
+    its newer ``fp32_precision`` settings too; setting only those would leave the flag that cuDNN's
+    ``flags()`` and ``torch.export`` still read disagreeing with them, an error in torch 2.13."""
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    torch.backends.cudnn.allow_tf32 = allowed
+    return tf32_settings()
+
+
+def tf32_settings() -> dict[str, bool]:
+    """Whether this process lets CUDA's float32 matrix products and cuDNN's float32 operators use TF32,
+    by PyTorch's flag names."""
+    return {"torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (nothing to wait for on the CPU)."""
     if device.type == "cuda":

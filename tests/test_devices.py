@@ -324,3 +324,21 @@ def test_resolve_device_falls_back_to_the_cpu_when_nvidia_smi_hangs(tmp_path, mo
     finally:
         devices._run_nvidia_smi.cache_clear()  # the next test's nvidia-smi is the machine's
     assert not torch.cuda.is_initialized()
+
+
+@pytest.fixture
+def restore_tf32():
+    """Put this process's TF32 flags back as they were after the test."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+
+
+@pytest.mark.usefixtures("restore_tf32")
+def test_set_tf32_sets_cublas_and_cudnn_and_says_so():
+    """PyTorch lets cuDNN round float32 convolutions to TF32 by default; a run sets both ways explicitly."""
+    names = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
+    for allowed, precision in ((False, "ieee"), (True, "tf32")):
+        assert devices.set_tf32(allowed) == devices.tf32_settings() == dict.fromkeys(names, allowed)
+        assert torch.backends.cuda.matmul.fp32_precision == precision  # PyTorch's newer settings follow
+        assert torch.backends.cudnn.conv.fp32_precision == ("tf32" if allowed else "none")  # none: not TF32
