@@ -78,3 +78,13 @@ def test_a_deliberate_synchronisation_is_counted_apart():
         X.max().item()
     assert [event.deliberate for event in counter.events] == [True, False]
     assert len(counter.unexpected()) == 1
+
+
+def test_linear_algebra_is_counted_on_the_meta_device_too():
+    """On ``meta`` linalg's error check returns without reading (there are no values), so the probes'
+    steps on ``meta`` would not notice one: the counter does."""
+    matrix = SPD.to("meta")
+    for solve in (torch.linalg.cholesky, torch.linalg.inv, lambda a: torch.linalg.solve(a, a), torch.linalg.eigh):
+        with HostSyncCounter() as counter:
+            solve(matrix)
+        assert len(counter.events) == 1, counter.summary()
