@@ -86,13 +86,20 @@ def parse_nvidia_smi_list(text: str) -> list[Gpu]:
     return gpus
 
 
+NVIDIA_SMI_TIMEOUT_SECONDS = 60.0  # after this, ``nvidia-smi -L`` is taken to hang (a wedged driver) and killed
+
+
 @functools.cache
-def _run_nvidia_smi() -> tuple[int, str] | None:
-    """Exit code and output of ``nvidia-smi -L`` (run once per process); None if it is not installed."""
+def _run_nvidia_smi() -> tuple[int | None, str] | None:
+    """Exit code and output of ``nvidia-smi -L`` (run once per process), the code None if it did not end
+    within ``NVIDIA_SMI_TIMEOUT_SECONDS``; None if it is not installed."""
     try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                              timeout=NVIDIA_SMI_TIMEOUT_SECONDS)
     except FileNotFoundError:
         return None
+    except subprocess.TimeoutExpired:
+        return None, f"no answer within {NVIDIA_SMI_TIMEOUT_SECONDS:g} s; killed"
     return done.returncode, (done.stdout + done.stderr).strip()
 
 
@@ -100,11 +107,13 @@ def nvidia_smi_gpus() -> list[Gpu]:
     """This machine's GPUs by ``nvidia-smi -L``, without starting CUDA; none without nvidia-smi.
 
     Raises:
-        RuntimeError: nvidia-smi failed (e.g. no working driver), with its message.
+        RuntimeError: nvidia-smi failed or hung (e.g. no working driver), with its message.
     """
     if (done := _run_nvidia_smi()) is None:
         return []
     code, output = done
+    if code is None:
+        raise RuntimeError(f"nvidia-smi -L hung: {output}")
     if code != 0:
         if "No devices were found" in output:
             return []
@@ -151,6 +160,25 @@ def visible_devices(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> list[str
     return chosen
 
 
+def set_tf32(allowed: bool) -> dict[str, bool]:
+    """Let CUDA's float32 matrix products (cuBLAS) and cuDNN's float32 convolutions round their inputs to
+    TF32 (a 10-bit mantissa, on Ampere and later GPUs), or hold them to full float32, in this process;
+    return :func:`tf32_settings`. Both are set, since PyTorch's defaults differ (cuBLAS full float32,
+    cuDNN TF32). Nothing changes on the CPU or in float64. By PyTorch's ``allow_tf32`` flags, which set
+    its newer ``fp32_precision`` settings too; setting only those would leave the flag that cuDNN's
+    ``flags()`` and ``torch.export`` still read disagreeing with them, an error in torch 2.13."""
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    torch.backends.cudnn.allow_tf32 = allowed
+    return tf32_settings()
+
+
+def tf32_settings() -> dict[str, bool]:
+    """Whether this process lets CUDA's float32 matrix products and cuDNN's float32 operators use TF32,
+    by PyTorch's flag names."""
+    return {"torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (nothing to wait for on the CPU)."""
     if device.type == "cuda":
@@ -160,7 +188,8 @@ def synchronize(device: torch.device) -> None:
 def resolve_device(name: str, gpus: Sequence[Gpu] | None = None,
                    environ: Mapping[str, str] = os.environ) -> torch.device:
     """The device ``name`` means. "auto" is cuda when torch is built with CUDA and ``environ`` lets the
-    job see a GPU of ``gpus`` (default :func:`nvidia_smi_gpus`), else cpu; deciding starts no CUDA."""
+    job see a GPU of ``gpus`` (default :func:`nvidia_smi_gpus`), else cpu (with a warning when nvidia-smi
+    fails or hangs); deciding starts no CUDA."""
     if name != "auto":
         return torch.device(name)
     if not torch.backends.cuda.is_built():

@@ -114,14 +114,15 @@ def add_jitter(matrix: Tensor) -> Tensor:
 
 
 class FactorChecks:
-    """The ``info`` of every factorization made inside :func:`deferred_factor_checks`, looked at once."""
+    """The ``info`` of every factorization made inside :func:`deferred_factor_checks`, looked at once; a
+    matrix with non-finite entries (its split already lost) records none, since no retry can save it."""
 
     def __init__(self):
         self.infos: list[Tensor] = []
 
     def any_failed(self) -> bool:
-        """Whether any factorization failed: the one host read (a deliberate synchronisation). On the
-        ``meta`` device, which has no values, nothing is read and nothing failed."""
+        """Whether any factorization of a finite matrix failed: the one host read (a deliberate
+        synchronisation). On the ``meta`` device, which has no values, nothing is read and nothing failed."""
         if not self.infos or self.infos[0].device.type == "meta":
             return False
         with deliberate():
@@ -135,7 +136,8 @@ _deferred: list[FactorChecks] = []  # the innermost active ``deferred_factor_che
 def deferred_factor_checks() -> Iterator[FactorChecks]:
     """Inside, :func:`cholesky` returns its factor without looking at it on the host and records its
     ``info``; the caller looks once (``any_failed``) and, if anything failed, runs the work again outside,
-    where the failed matrices take the jitter path. So a training step synchronises once, not per factor."""
+    where the failed matrices take the jitter path. So a training step synchronises once, not per factor,
+    and a split already lost (non-finite matrices) does not make its neighbours' steps run twice."""
     checks = FactorChecks()
     _deferred.append(checks)
     try:
@@ -150,6 +152,11 @@ def active_factor_checks() -> FactorChecks | None:
     return _deferred[-1] if _deferred else None
 
 
+def _lost(matrix: Tensor) -> Tensor:
+    """Whether each matrix of ``[..., n, n]`` has a non-finite entry (its split already lost), ``[...]``."""
+    return ~torch.isfinite(matrix).flatten(-2).all(-1)
+
+
 def cholesky(matrix: Tensor) -> Tensor:
     """Lower Cholesky factor, retrying the failed matrices of a batch with growing jitter.
 
@@ -160,20 +167,23 @@ def cholesky(matrix: Tensor) -> Tensor:
     matrix of the call fails, ``CholeskyError`` names the size and the last jitter tried.
 
     Inside :func:`deferred_factor_checks` the factor is returned unchecked and its ``info`` recorded for
-    the caller's one check.
+    the caller's one check, except a lost matrix's: it gets its NaN factor at once, as above, and records
+    no failure, since no retry can save it (unless every matrix of the call is lost: the checked rerun
+    then raises ``CholeskyError`` as above).
 
     Args:
         matrix: symmetric ``[..., n, n]``.
     """
     factor, info = torch.linalg.cholesky_ex(matrix)
     if _deferred:
-        _deferred[-1].infos.append(info)
-        return factor
+        lost = _lost(matrix)
+        _deferred[-1].infos.append(torch.where(lost & ~lost.all(), 0, info))
+        return torch.where(lost[..., None, None], torch.nan, factor)
     if not info.any():
         return factor
     size, tried = matrix.shape[-1], 0.0
     with torch.no_grad():  # find each failed matrix's jitter, then factorize once with gradients
-        lost = ~torch.isfinite(matrix).all(-1).all(-1)  # nothing to retry
+        lost = _lost(matrix)  # nothing to retry
         retry = (info > 0) & ~lost
         jitter = torch.zeros(info.shape, dtype=matrix.dtype, device=matrix.device)
         for attempt in range(numerics.CHOLESKY_MAX_TRIES):

@@ -8,6 +8,15 @@ the CPU too, and names the file and line of each, so that a test on a machine wi
 the next one added. Host reads that do not dispatch an operator on the CPU (``.tolist()``,
 ``.numpy()``, ``.cpu()``) are caught by running on the ``meta`` device, which refuses them.
 
+Some operators read on the host inside their own CUDA kernel, where no dispatch mode sees the read, and
+return early on ``meta`` (``_linalg_check_errors`` checks nothing there): those are counted by name
+(:data:`SYNC_OPERATORS`, and :func:`_conditional_reason` for those that read only with some arguments),
+as PyTorch's ATen source (``BatchLinearAlgebra.cpp``, ``SummaryOps.cu``, ``Distributions.cpp``,
+``LinearAlgebra.cpp``) has them. Not synchronising on CUDA, and not counted: ``linalg.cholesky_ex``,
+``inv_ex``, ``solve_ex`` and ``lu_factor_ex`` without ``check_errors``, ``linalg.solve_triangular``,
+``linalg.qr``, ``linalg.det``/``slogdet``, and ``cholesky_solve``/``cholesky_inverse`` (cuSOLVER's
+``potrs``, whose ``info`` is never read in a release build).
+
 The one deliberate synchronisation of a training step (``gaussian.deferred_factor_checks``) runs
 inside :func:`deliberate`: counted apart, and allowed by CUDA's own sync debug mode.
 """
@@ -33,7 +42,16 @@ SYNC_OPERATORS = {  # operator -> what makes the host wait
     aten.masked_select.default: "masked_select (data-dependent size)",
     aten.unique_dim.default: "unique (data-dependent size)",
     aten._unique2.default: "unique (data-dependent size)",
+    aten._unique.default: "unique (data-dependent size)",
+    aten.unique_consecutive.default: "unique_consecutive (data-dependent size)",
     aten.repeat_interleave.Tensor: "repeat_interleave (data-dependent size)",
+    aten.bincount.default: "bincount (its size is read from the data's maximum)",
+    aten._linalg_check_errors.default:
+        "linalg error check of linalg.cholesky, inv, solve, lu_factor, ldl_factor (info read on the host)",
+    aten.cholesky.default: "torch.cholesky (info read on the host)",
+    aten._linalg_eigh.default: "linalg.eigh or eigvalsh (info read on the host)",
+    aten.linalg_eig.default: "linalg.eig or eigvals (info read on the host)",
+    aten._linalg_svd.default: "linalg.svd, svdvals, pinv or matrix_rank (info read on the host)",
 }
 _deliberate = [False]  # inside ``deliberate()``: the step's one allowed synchronisation
 
@@ -48,11 +66,23 @@ class SyncEvent:
     deliberate: bool
 
 
-def _is_boolean_index(func, args) -> bool:
-    """``t[mask]`` / ``t[mask] = v``: an index by a boolean tensor (its size depends on the data)."""
-    if func not in (aten.index.Tensor, aten.index_put.default, aten.index_put_.default):
-        return False
-    return any(index is not None and index.dtype == torch.bool for index in args[1])
+def _conditional_reason(func, args, kwargs) -> str | None:
+    """Why an operator that synchronises only with some arguments does so with these; None if it does not."""
+    if kwargs.get("check_errors"):
+        return f"{func.overloadpacket.__name__} with check_errors=True (info read on the host)"
+    if func in (aten.index.Tensor, aten.index_put.default, aten.index_put_.default):
+        if any(index is not None and index.dtype == torch.bool for index in args[1]):
+            return "boolean-mask index (data-dependent size)"
+    elif func == aten.histc.default:  # histc(input, bins=100, min=0, max=0): no range, read from the data
+        if (args[2] if len(args) > 2 else 0) == (args[3] if len(args) > 3 else 0) and args[0].numel() > 0:
+            return "histc without a range (the data's min and max read on the host)"
+    elif func == aten.multinomial.default:  # its fast path checks the probabilities on the host
+        if not (len(args) > 2 and args[2]) or args[1] == 1:  # multinomial(input, num_samples, replacement=False)
+            return "multinomial without replacement or of one draw (probabilities checked on the host)"
+    elif func == aten.linalg_matrix_exp.default:  # the norms, to choose the approximation; n = 1 is exp
+        if args[0].shape[-1] > 1:
+            return "matrix_exp (the matrices' norms read on the host)"
+    return None
 
 
 def in_package(frame: traceback.FrameSummary) -> bool:
@@ -80,9 +110,7 @@ class HostSyncCounter(TorchDispatchMode):
         self.events: list[SyncEvent] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        reason = SYNC_OPERATORS.get(func)
-        if reason is None and _is_boolean_index(func, args):
-            reason = "boolean-mask index (data-dependent size)"
+        reason = SYNC_OPERATORS.get(func) or _conditional_reason(func, args, kwargs or {})
         if reason is not None:
             self.events.append(SyncEvent(str(func), reason, _where(), _deliberate[0]))
         return func(*args, **(kwargs or {}))

@@ -10,11 +10,12 @@ from gpstudy.gaussian import deferred_factor_checks
 
 
 def adam(parameters: Iterable[nn.Parameter], lr: float, device: torch.device) -> torch.optim.Adam:
-    """Adam as every loop uses it: fused (one pass over each tensor per step) on the CPU and CUDA, with its
-    step counts on the device (``capturable``) on CUDA, so that no step reads a count on the host and the
-    step can be captured as a CUDA graph; the plain per-tensor loop elsewhere (the ``meta`` device)."""
+    """Adam as every loop uses it: fused (one pass over each tensor per step) on the CPU and CUDA, which
+    keeps its step counts on the parameters' device, so that no step reads a count on the host; the plain
+    per-tensor loop elsewhere (the ``meta`` device). (``capturable=True`` would add nothing to ``fused``
+    but a warning at every uncaptured step.)"""
     if device.type in ("cpu", "cuda"):
-        return torch.optim.Adam(parameters, lr=lr, fused=True, capturable=device.type == "cuda")
+        return torch.optim.Adam(parameters, lr=lr, fused=True)
     return torch.optim.Adam(parameters, lr=lr, foreach=False)
 
 

@@ -302,3 +302,43 @@ def test_resolve_device_decides_auto_without_starting_cuda(monkeypatch):
     monkeypatch.setattr(devices, "_run_nvidia_smi", lambda: (9, "NVIDIA-SMI has failed"))
     assert resolve_device("auto") == torch.device("cpu")  # a broken driver: the CPU, with a warning
     assert not torch.cuda.is_initialized()
+
+
+def test_resolve_device_falls_back_to_the_cpu_when_nvidia_smi_hangs(tmp_path, monkeypatch, caplog):
+    """A wedged driver makes ``nvidia-smi`` hang: "auto" waits ``NVIDIA_SMI_TIMEOUT_SECONDS``, kills it and
+    trains on the CPU with a warning; a job that asks for cuda gets an error naming the hang."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(devices, "NVIDIA_SMI_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    devices._run_nvidia_smi.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="gpstudy.devices"):
+            assert resolve_device("auto", environ={}) == torch.device("cpu")
+        assert "nvidia-smi -L hung: no answer within 0.2 s" in caplog.text and "training on the CPU" in caplog.text
+        with pytest.raises(RuntimeError, match="nvidia-smi -L hung"):
+            with gpu_slot(CUDA, tmp_path / "locks", environ={}):
+                pass
+    finally:
+        devices._run_nvidia_smi.cache_clear()  # the next test's nvidia-smi is the machine's
+    assert not torch.cuda.is_initialized()
+
+
+@pytest.fixture
+def restore_tf32():
+    """Put this process's TF32 flags back as they were after the test."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+
+
+@pytest.mark.usefixtures("restore_tf32")
+def test_set_tf32_sets_cublas_and_cudnn_and_says_so():
+    """PyTorch lets cuDNN round float32 convolutions to TF32 by default; a run sets both ways explicitly."""
+    names = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
+    for allowed, precision in ((False, "ieee"), (True, "tf32")):
+        assert devices.set_tf32(allowed) == devices.tf32_settings() == dict.fromkeys(names, allowed)
+        assert torch.backends.cuda.matmul.fp32_precision == precision  # PyTorch's newer settings follow
+        assert torch.backends.cudnn.conv.fp32_precision == ("tf32" if allowed else "none")  # none: not TF32

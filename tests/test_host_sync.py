@@ -7,6 +7,7 @@ import torch
 from gpstudy.host_sync import HostSyncCounter, deliberate
 
 X = torch.arange(6, dtype=torch.float64).reshape(2, 3) - 2.0
+SPD = X @ X.mT + torch.eye(2, dtype=X.dtype)  # symmetric positive definite
 
 
 def branch(tensor: torch.Tensor) -> int:
@@ -26,6 +27,31 @@ SYNCHRONISING = {  # name -> code that makes a GPU wait for the host
     "boolean mask": lambda: X[X > 0],
     "nonzero": lambda: X.nonzero(),
     "masked_select": lambda: X.masked_select(X > 0),
+    "unique_consecutive": lambda: X.unique_consecutive(),
+    "bincount": lambda: torch.bincount(torch.ones(3, dtype=torch.long)),
+    "histc without a range": lambda: torch.histc(X, bins=4),
+    "multinomial without replacement": lambda: torch.multinomial(X.exp(), 2),
+    "linalg.cholesky": lambda: torch.linalg.cholesky(SPD),
+    "linalg.cholesky_ex checking its errors": lambda: torch.linalg.cholesky_ex(SPD, check_errors=True),
+    "linalg.inv": lambda: torch.linalg.inv(SPD),
+    "linalg.solve": lambda: torch.linalg.solve(SPD, X),
+    "linalg.eigh": lambda: torch.linalg.eigh(SPD),
+    "linalg.eigvalsh": lambda: torch.linalg.eigvalsh(SPD),
+    "linalg.eig": lambda: torch.linalg.eig(SPD),
+    "linalg.svd": lambda: torch.linalg.svd(X),
+    "linalg.matrix_exp": lambda: torch.linalg.matrix_exp(SPD),
+}
+NOT_SYNCHRONISING = {  # name -> code that queues device work only (on CUDA as on the CPU)
+    "linalg.cholesky_ex": lambda: torch.linalg.cholesky_ex(SPD),
+    "linalg.inv_ex": lambda: torch.linalg.inv_ex(SPD),
+    "linalg.solve_ex": lambda: torch.linalg.solve_ex(SPD, X),
+    "linalg.solve_triangular": lambda: torch.linalg.solve_triangular(SPD.tril(), X, upper=False),
+    "cholesky_solve": lambda: torch.cholesky_solve(X, SPD.tril()),
+    "cholesky_inverse": lambda: torch.cholesky_inverse(SPD.tril()),
+    "linalg.slogdet": lambda: torch.linalg.slogdet(SPD),
+    "histc over a given range": lambda: torch.histc(X, bins=4, min=-2.0, max=3.0),
+    "multinomial with replacement": lambda: torch.multinomial(X.exp(), 2, replacement=True),
+    "where": lambda: torch.where(X > 0, X, 0.0),
 }
 
 
@@ -38,10 +64,10 @@ def test_each_kind_of_synchronisation_is_counted_once_with_its_place(name):
     assert counter.unexpected() == counter.events
 
 
-def test_device_work_without_a_host_read_is_not_counted():
+@pytest.mark.parametrize("name", sorted(NOT_SYNCHRONISING))
+def test_device_work_without_a_host_read_is_not_counted(name):
     with HostSyncCounter() as counter:
-        factor, info = torch.linalg.cholesky_ex(X @ X.mT + torch.eye(2, dtype=X.dtype))
-        (torch.where(info.unsqueeze(-1) == 0, factor, torch.nan) * 2.0 + 1).exp().sum()
+        NOT_SYNCHRONISING[name]()
     assert counter.events == [], counter.summary()
 
 
@@ -52,3 +78,13 @@ def test_a_deliberate_synchronisation_is_counted_apart():
         X.max().item()
     assert [event.deliberate for event in counter.events] == [True, False]
     assert len(counter.unexpected()) == 1
+
+
+def test_linear_algebra_is_counted_on_the_meta_device_too():
+    """On ``meta`` linalg's error check returns without reading (there are no values), so the probes'
+    steps on ``meta`` would not notice one: the counter does."""
+    matrix = SPD.to("meta")
+    for solve in (torch.linalg.cholesky, torch.linalg.inv, lambda a: torch.linalg.solve(a, a), torch.linalg.eigh):
+        with HostSyncCounter() as counter:
+            solve(matrix)
+        assert len(counter.events) == 1, counter.summary()

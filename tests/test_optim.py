@@ -1,9 +1,10 @@
 """One optimizer step reads the host once; a failed factor reruns the step with the numbers of an eager step."""
 
+import pytest
 import torch
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import cholesky
+from gpstudy.gaussian import CholeskyError, cholesky
 from gpstudy.host_sync import HostSyncCounter
 from gpstudy.optim import adam, optimizer_step
 
@@ -63,6 +64,37 @@ def test_a_failed_factor_reruns_the_step_from_the_same_draws_with_the_eager_numb
     assert counter.events[0].deliberate and len(counter.unexpected()) > 0  # the slow path reads as it retries
 
 
+def lost_split_training(splits: list[int], steps: int = 3):
+    """``steps`` deferred steps on ``splits`` of two splits, split 1 already lost (its parameters NaN, so its
+    covariance too): the losses ``[steps, splits]``, the parameters, how often the objective ran, and the
+    counter of the steps' host synchronisations."""
+    parameter = torch.nn.Parameter(torch.tensor([[1.0, 0.5, 0.2], [torch.nan] * 3], dtype=DTYPE)[splits])
+    generators = draws.new_generators(splits, torch.device("cpu"))
+    calls = []
+
+    def objective() -> torch.Tensor:
+        calls.append(len(calls))
+        noise = draws.randn((3,), generators, parameter)
+        factor = cholesky(torch.eye(3, dtype=DTYPE) + parameter.unsqueeze(-1) * parameter.unsqueeze(-2))
+        return factor.diagonal(dim1=-2, dim2=-1).log().sum(-1) + (parameter * noise).square().sum(-1)
+
+    optimizer = adam([parameter], 0.1, parameter.device)
+    with HostSyncCounter() as counter:
+        losses = torch.stack([optimizer_step(optimizer, objective, generators).detach() for _ in range(steps)])
+    return losses, parameter.detach(), len(calls), counter
+
+
+def test_a_lost_split_makes_no_step_of_its_neighbour_run_twice():
+    losses, parameter, calls, counter = lost_split_training([0, 1])
+    assert calls == 3, "the objective ran again at a step: a lost split's factors counted as failures to retry"
+    assert [event.deliberate for event in counter.events] == [True] * 3, counter.summary()
+    assert losses[:, 1].isnan().all() and parameter[1].isnan().all()  # lost it stays
+    solo_losses, solo_parameter, solo_calls, _ = lost_split_training([0])  # the healthy split alone
+    assert torch.equal(losses[:, :1], solo_losses) and torch.equal(parameter[:1], solo_parameter) and solo_calls == 3
+    with pytest.raises(CholeskyError, match="non-finite"):  # every split lost: the checked rerun raises
+        lost_split_training([1], steps=1)
+
+
 def test_a_compiled_objective_takes_the_eager_path_through_the_deferred_checks():
     """``training.torch_compile``: the compiled objective records its factors' checks and, when one fails,
     reruns with the jitter an eager step takes (a compiled graph that skipped either would differ)."""
@@ -91,3 +123,15 @@ def test_a_natural_update_is_computed_before_and_applied_after_the_optimizers_st
     optimizer_step(adam([parameter], 0.1, parameter.device), objective, generators, natural_update)
     assert not torch.equal(seen[0], parameter.detach())
     assert torch.equal(other.detach(), torch.ones(2, dtype=DTYPE))
+
+
+def test_adam_is_fused_with_its_step_counts_on_the_device_and_not_capturable():
+    """``capturable`` beside ``fused`` changes nothing but a warning at every step on a GPU."""
+    parameter = torch.nn.Parameter(torch.ones(3, dtype=DTYPE))
+    for device in ("cpu", "cuda"):  # the CUDA optimizer is only built here, never stepped
+        group = adam([parameter], 0.1, torch.device(device)).param_groups[0]
+        assert group["fused"] and not group["capturable"], device
+    optimizer = adam([parameter], 0.1, parameter.device)
+    parameter.grad = torch.ones_like(parameter)
+    optimizer.step()
+    assert optimizer.state[parameter]["step"].device == parameter.device

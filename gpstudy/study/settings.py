@@ -60,6 +60,7 @@ class RunSettings:
     pretrain_lr: float
     device: str  # cpu, cuda or cuda:K, never "auto": run_settings resolves it
     dtype: str
+    tf32: bool
     checkpoint_minutes: float
     checkpoint_every: int | None
     eval_every: int

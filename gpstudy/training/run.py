@@ -15,7 +15,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.data import DataError, Split, load_split, non_finite
-from gpstudy.devices import gpu_slot
+from gpstudy.devices import gpu_slot, set_tf32, tf32_settings
 from gpstudy.gaussian import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.likelihoods import LIKELIHOODS
@@ -52,6 +52,7 @@ class SplitsProblem(Problem):
                 raise DataError(f"split {s}: {problem}")
         _check_equal_sizes(splits)
         device, dtype = settings.torch_device(), settings.torch_dtype()
+        set_tf32(settings.tf32)  # this process's float32 precision on CUDA, as the settings say
         self.splits, self.device = list(splits.values()), device
         x_train, y_train, self.x_test, self.y_test, self.y_std = (
             torch.as_tensor(_stack(self.splits, name), dtype=dtype, device=device)
@@ -170,6 +171,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         results[s] = {"M_effective": method.effective_M, **data_sizes(splits[s]),
                       **{metric: float(final[metric]) for metric in metrics},
                       "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
+                      "tf32": tf32_settings(),
                       "seed": settings.seed + s, "batch_splits": list(splits),
                       "status": _status(split_curve, ("objective", *metrics)),
                       "hyperparameters": {name: values[index] for name, values in readable.items()}}
@@ -236,7 +238,7 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
                        "seconds": np.nan,
-                       "device": settings.device, "seed": settings.seed + s,
+                       "device": settings.device, "tf32": tf32_settings(), "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}
     for s, metrics in results.items():

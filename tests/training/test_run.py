@@ -4,9 +4,13 @@ not), and what a run records of its data."""
 from dataclasses import replace
 
 import numpy as np
+import torch
 
+import gpstudy.training.run as run_module
 from gpstudy.data import Split
-from gpstudy.training.run import run_fingerprint, train_splits
+from gpstudy.gaussian import CholeskyError
+from gpstudy.io import read_json
+from gpstudy.training.run import run_fingerprint, run_splits, train_splits
 
 
 def split() -> Split:
@@ -40,3 +44,23 @@ def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_pat
     run = settings_for("svgp", 4, iterations=2, batch_size=n, eval_every=1, pretrain=False, device="cpu")
     results = train_splits({0: split}, run, {0: tmp_path}, tmp_path / "checkpoint.pt")
     assert (results[0]["n_train"], results[0]["n_test"], results[0]["D"]) == (n, n_test, d)
+
+
+def test_a_run_sets_and_records_its_tf32_setting(settings_for, tmp_path, monkeypatch):
+    """``training.tf32`` (off in config.yaml) decides whether CUDA may round float32 products and cuDNN
+    convolutions to TF32 (cuDNN's default is on), and every metrics.json says which way it was, a failed
+    run's too."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        for tf32 in (False, True):
+            run = settings_for("svgp", 4, iterations=1, batch_size=8, eval_every=1, device="cpu", tf32=tf32)
+            metrics = run_splits({0: split()}, run, {0: tmp_path}, tmp_path / "checkpoint.pt", {0: {}})
+            recorded = {"torch.backends.cuda.matmul.allow_tf32": tf32, "torch.backends.cudnn.allow_tf32": tf32}
+            assert metrics[0]["tf32"] == read_json(tmp_path / "metrics.json")["tf32"] == recorded
+            assert torch.backends.cuda.matmul.allow_tf32 is torch.backends.cudnn.allow_tf32 is tf32
+        monkeypatch.setattr(run_module, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(CholeskyError("x")))
+        failed = run_splits({0: split()}, replace(run, tf32=False), {0: tmp_path}, tmp_path / "checkpoint.pt", {0: {}})
+        assert failed[0]["status"].startswith("failed") and not any(failed[0]["tf32"].values())
+        assert settings_for("svgp", 4).tf32 is False
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
