@@ -167,9 +167,10 @@ def cholesky(matrix: Tensor) -> Tensor:
     matrix of the call fails, ``CholeskyError`` names the size and the last jitter tried.
 
     Inside :func:`deferred_factor_checks` the factor is returned unchecked and its ``info`` recorded for
-    the caller's one check, except a lost matrix's: it gets its NaN factor at once, as above, and records
-    no failure, since no retry can save it (unless every matrix of the call is lost: the checked rerun
-    then raises ``CholeskyError`` as above).
+    the caller's one check, except a lost matrix's: it records no failure, since no retry can save it
+    (unless every matrix of the call is lost: the checked rerun then raises ``CholeskyError`` as above).
+    A failed or lost matrix's factor is NaN there, never LAPACK's partial factor, which a later operator
+    of the same step (``cholesky_inverse``) would refuse with an error before the one check reruns it.
 
     Args:
         matrix: symmetric ``[..., n, n]``.
@@ -178,7 +179,7 @@ def cholesky(matrix: Tensor) -> Tensor:
     if _deferred:
         lost = _lost(matrix)
         _deferred[-1].infos.append(torch.where(lost & ~lost.all(), 0, info))
-        return torch.where(lost[..., None, None], torch.nan, factor)
+        return torch.where((lost | (info != 0))[..., None, None], torch.nan, factor)
     if not info.any():
         return factor
     size, tried = matrix.shape[-1], 0.0

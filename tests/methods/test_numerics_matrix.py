@@ -260,11 +260,7 @@ FAILING_VARIANCE = 1e12
 # The exact GP's noise (0.1) and AutoGP's white noise (0.01) keep K + noise from failing below ~1e15, where no
 # jitter up to CHOLESKY_MAX_TRIES saves it: their path is the CholeskyError, deferred or not.
 FAILING_VARIANCE_WITH_NOISE = {"exact": 1e15, "autogp": 1e15, "autogp_loo": 1e15}
-DEFERRED_INVERSE = ("new: FBNN's KL takes cholesky_inverse of the unchecked failed factor inside the deferred checks, "
-                    "which raises torch's LinAlgError before the one check can rerun the step with jitter")
-FAILING_CASES = [pytest.param(variant, {}, id=variant, marks=[pytest.mark.xfail(
-    strict=True, raises=torch.linalg.LinAlgError, reason=DEFERRED_INVERSE)] if variant == "fbnn" else [])
-    for variant in distinct_variants()] + [
+FAILING_CASES = [pytest.param(variant, {}, id=variant) for variant in distinct_variants()] + [
     pytest.param("svgp", {"learn_inducing_inputs": False, "online_hyperparameters": False},
                  id="svgp-fixed-prior")]  # Table 2's SVGP: Z and kernel fixed, L_Z factored once and kept
 PRIOR_INPUTS = ("inducing_inputs", "beta")  # the inputs where SVGP, AutoGP and ODVGP factor their prior
