@@ -124,6 +124,6 @@ def _cluster_means(x: Tensor, labels: Tensor, centres: Tensor) -> Tensor:
     batch, num_centres, dim = centres.shape
     flat = (labels + num_centres * torch.arange(batch, device=x.device).unsqueeze(-1)).flatten()  # [B N]
     sums = x.new_zeros(batch * num_centres, dim).index_add_(0, flat, x.reshape(-1, dim))
-    counts = torch.bincount(flat, minlength=batch * num_centres).unsqueeze(-1)
-    means = sums / counts.clamp_min(1).to(x.dtype)
+    counts = x.new_zeros(batch * num_centres).index_add_(0, flat, x.new_ones(flat.shape)).unsqueeze(-1)  # no bincount: it syncs
+    means = sums / counts.clamp_min(1)
     return torch.where(counts > 0, means, centres.reshape(-1, dim)).reshape(batch, num_centres, dim)

@@ -7,6 +7,7 @@ import torch
 from sklearn.cluster import KMeans
 
 from gpstudy import numerics
+from gpstudy.host_sync import HostSyncCounter
 from gpstudy.kmeans import _cluster_means, kmeans
 
 DTYPE = numerics.DEFAULT_DTYPE
@@ -110,3 +111,13 @@ def test_bad_input_is_refused():
         kmeans(x, 11, torch.Generator())
     with pytest.raises(ValueError, match="one generator per split"):
         kmeans(x.expand(2, 10, 2), 3, torch.Generator())
+
+
+def test_a_lloyd_iteration_reads_nothing_on_the_host():
+    """The cluster means (every iteration) synchronise nothing: k-means reads on the host only every
+    ``KMEANS_CHECK_EVERY`` iterations, as its docstring says (a bincount here was one sync per iteration)."""
+    x = mixture(100, 2, 3, 3.0, seed=7).unsqueeze(0)
+    labels = torch.randint(4, (1, 100), generator=torch.Generator().manual_seed(0))
+    with HostSyncCounter() as counter:
+        _cluster_means(x, labels, x[:, :4])
+    assert not counter.events, counter.summary()
