@@ -13,6 +13,7 @@ from gpstudy.data.table import DataError, load_table, save_table
 from gpstudy.io import read_json, write_json
 
 log = logging.getLogger(__name__)
+MAX_FILES_NAMED = 4  # the raw files an error names (index_files has 41: the table and 40 index files)
 
 
 def fetch_dataset(dataset: Dataset, protocol: str, raw: Path, manifest: Path, mirror: str | None = None) -> None:
@@ -78,4 +79,9 @@ def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path,
     train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size, test_size=test_size, raw=raw)
     info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed,
             "drop_features": list(drop_features), "standardize_inputs": standardize_inputs}
-    save_split(output, make_split(table, train, test, dataset.standardize, info, standardize_inputs=standardize_inputs))
+    try:
+        split = make_split(table, train, test, dataset.standardize, info, standardize_inputs=standardize_inputs)
+    except DataError as error:  # named with the files the table was read from
+        files = ", ".join(str(manifest.parent / spec.path) for spec in dataset.files(protocol)[:MAX_FILES_NAMED])
+        raise DataError(f"{files}: {error}") from None
+    save_split(output, split)

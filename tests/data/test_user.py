@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpstudy.cli import main
-from gpstudy.data import DataError, FetchError, get_dataset, read_table
+from gpstudy.data import DataError, FetchError, get_dataset, load_split, read_table
 from gpstudy.data.prepare import fetch_dataset
 from gpstudy.study import ConfigError
 
@@ -128,3 +128,40 @@ def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(t
     with pytest.raises(ConfigError, match="method 'gpnet' .*cannot train with likelihood 'bernoulli'; it supports gaussian"):
         main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "blobs", "--method", "gpnet",
               "--M", "10", "--iterations", "5", "--mirror", str(tmp_path / "mirror")])
+
+
+def prepare_csv(tmp_path, monkeypatch, header: str, rows: np.ndarray, **changes) -> None:
+    """``gpstudy prepare`` of ``rows`` written as ``mydata.csv`` (exact float reprs) with ``header``, as a user
+    data set of ``options(..., **changes)``; every split of the config goes to data/splits/mydata/random."""
+    mirror = tmp_path / "mirror/mydata"
+    mirror.mkdir(parents=True, exist_ok=True)
+    (mirror / "mydata.csv").write_text(header + "\n" + "".join(",".join(map(repr, map(float, row))) + "\n"
+                                                               for row in rows))
+    overlay = tmp_path / "mine.yaml"
+    sha256 = hashlib.sha256((mirror / "mydata.csv").read_bytes()).hexdigest()
+    overlay.write_text(yaml.safe_dump({"datasets": ["mydata"], "splits": 1,
+                                       "dataset_options": {"mydata": options(sha256, **changes)}}))
+    monkeypatch.chdir(tmp_path)
+    main(["prepare", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "mydata",
+          "--mirror", str(tmp_path / "mirror")])
+
+
+def test_a_feature_near_1e154_is_standardized_like_the_same_feature_rescaled(tmp_path, monkeypatch):
+    """x_std was inf, the column all zeros and the run 'ok' (RMSE 0.994 against 0.684 for the data rescaled)."""
+    rng = np.random.default_rng(0)
+    rows = rng.uniform(-2, 2, size=(80, 3))
+    for scale, folder in ((1.0, tmp_path / "plain"), (1e154, tmp_path / "huge")):
+        prepare_csv(folder, monkeypatch, "a,b,y", rows * [scale, 1, 1])
+    plain, huge = (load_split(folder / "data/splits/mydata/random/split0.npz") for folder in (tmp_path / "plain",
+                                                                                             tmp_path / "huge"))
+    np.testing.assert_allclose(huge.x_train, plain.x_train, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(huge.x_std, plain.x_std * [1e154, 1], rtol=1e-12)
+
+
+def test_a_feature_past_float64_once_standardized_is_refused_naming_the_file_and_column(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    rows = rng.uniform(-2, 2, size=(80, 3))
+    rows[:, 1] = np.where(np.arange(80) % 8 == 0, -1.7e308, 1.7e308)
+    with pytest.raises(DataError, match=r"data/raw/mydata/mydata.csv: dataset 'mydata', protocol 'random', split 0, "
+                                        r"standardized by its training rows: .* feature column 1"):
+        prepare_csv(tmp_path, monkeypatch, "a,b,y", rows)
