@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +167,68 @@ def test_a_feature_past_float64_once_standardized_is_refused_naming_the_file_and
     with pytest.raises(DataError, match=r"data/raw/mydata/mydata.csv: dataset 'mydata', protocol 'random', split 0, "
                                         r"standardized by its training rows: .* feature column 1"):
         prepare_csv(tmp_path, monkeypatch, "a,b,y", rows)
+
+
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def three_classes(mirror: Path) -> str:
+    """``three.csv`` in ``mirror/three``: two features and labels a, b, c (40 rows each); returns its sha256."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(3.0 * c, 1.0, size=(40, 2)) for c in range(3)])
+    folder = mirror / "three"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "three.csv").write_text("x1,x2,label\n" + "".join(f"{a:.5f},{b:.5f},{c}\n" for (a, b), c in
+                                                                zip(x, np.repeat(["a", "b", "c"], 40))))
+    return hashlib.sha256((folder / "three.csv").read_bytes()).hexdigest()
+
+
+def three_classes_config(sha256: str, **likelihood) -> dict:
+    return {"datasets": ["three"], "splits": 1,
+            "dataset_options": {"three": {"source": {"file": "three.csv", "sha256": sha256}, "format": "csv",
+                                          "target": "label", "task": "classification", **likelihood}},
+            "experiments": {"three": {"datasets": ["three"], "methods": {"svgp": [10]}}}, "run_experiments": ["three"]}
+
+
+@pytest.mark.parametrize("likelihood, declared, key", [
+    ({"likelihood": "softmax", "likelihood_options": {"classes": 2}}, 2, "dataset_options.three.likelihood_options"),
+    ({"likelihood": "robustmax", "likelihood_options": {"classes": 4}}, 4, "dataset_options.three.likelihood_options"),
+    ({"likelihood": "bernoulli"}, 2, "dataset_options.three.likelihood")])
+def test_labels_of_other_classes_than_the_likelihood_declares_are_refused_before_training(
+        tmp_path, likelihood, declared, key):
+    """softmax or robustmax with classes: 2 on three labels, or bernoulli on three, trained 'ok' to meaningless
+    error rates (0.42) and a test log-likelihood better than the right model's (-0.36 against -0.60)."""
+    overlay = tmp_path / "three.yaml"
+    overlay.write_text(yaml.safe_dump(three_classes_config(three_classes(tmp_path / "mirror"), **likelihood)))
+    run = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                          str(REPO / "config.yaml"), str(overlay), "--cores", "1", "--config", f"mirror={tmp_path}/mirror",
+                          "--", "data/splits/three/random/split0.npz"], capture_output=True, text=True, timeout=600)
+    log = (tmp_path / "logs/tabulate/three_random.log").read_text()
+    assert run.returncode != 0 and not (tmp_path / "data/splits").exists(), run.stdout + run.stderr
+    assert (f"data/raw/three/three.csv: target column 'label' holds 3 classes ('a', 'b', 'c'), but {key} "
+            f"declares {declared}") in log, log
+
+
+def test_a_label_outside_the_classes_fails_the_run_on_the_device(tmp_path, monkeypatch):
+    """`gpstudy train` tabulates without the study's rule: the likelihood's NaN fails the run."""
+    overlay = tmp_path / "three.yaml"
+    overlay.write_text(yaml.safe_dump(three_classes_config(three_classes(tmp_path / "mirror"), likelihood="softmax",
+                                                           likelihood_options={"classes": 2})))
+    monkeypatch.chdir(tmp_path)
+    main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "three", "--method", "svgp",
+          "--M", "10", "--iterations", "2", "--mirror", str(tmp_path / "mirror")])
+    metrics = json.loads((tmp_path / "results/cli/three/svgp/M10/split0/metrics.json").read_text())
+    assert metrics["status"].startswith("failed: non-finite") and np.isnan(metrics["test_ll"]), metrics
+
+
+def test_a_user_data_set_named_like_a_built_in_one_is_refused_before_any_job(tmp_path):
+    """A user CSV called boston trained as Boston, the tables printing the paper's Boston values beside it."""
+    sha256 = write_csv(tmp_path / "mirror/boston")
+    overlay = tmp_path / "boston.yaml"
+    overlay.write_text(yaml.safe_dump({"datasets": ["boston"], "dataset_options": {"boston": {
+        "source": {"file": "mydata.csv", "sha256": sha256}, "format": "csv", "target": "y", "task": "regression"}}}))
+    run = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                          str(REPO / "config.yaml"), str(overlay), "-n", "--config", f"mirror={tmp_path}/mirror"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0 and "config key $.dataset_options.boston.source: 'boston' is a built-in data set" in \
+        run.stdout + run.stderr, run.stdout + run.stderr
