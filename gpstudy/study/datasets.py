@@ -59,20 +59,14 @@ def data_stage_params(config: dict[str, Any], name: str, protocol: str) -> dict[
     Each stage gets whole the values its script hands to gpstudy, resolved from the config as the script
     resolves them (``dataset_of``, ``data_plan``): fetch the data set's files for ``protocol`` (path and
     sha256); tabulate the data set (``Dataset.spec``: its reader with the reader's options, task, files, pins,
-    shape) and, for a user's classification data set, the classes its runs' likelihoods declare
-    (``validate.declared_classes``, checked against the labels; a registered one's are checked by
-    ``validate_config``, so its params are as before); split the data set, the seed and the plan's split options, which the split script passes on
+    shape; the rule adds a user classification data set's declared classes, ``validate.tabulate_params``); split the data set, the seed and the plan's split options, which the split script passes on
     as they are. A field added to ``Dataset``, ``FileSpec`` or the plan's split options, or an option bound
     to a user data set's reader, is in the params with no edit here. Left out: where a file is found (the
     mirror, a file's source URLs), since a file is checked against its sha256 wherever it came from.
     """
     dataset = dataset_of(config, name)
-    tabulate = {"dataset": dataset.spec()}
-    if name in user_datasets(config) and dataset.task == "classification":  # checked against its labels
-        from gpstudy.study.validate import declared_classes  # torch: only Snakemake's process asks this
-        tabulate["classes"] = declared_classes(config, name)
     return {"fetch": {"files": plain(dataset.files(protocol))},
-            "tabulate": tabulate,
+            "tabulate": {"dataset": dataset.spec()},
             "split": {"dataset": dataset.spec(), "seed": config["seed"],
                       "options": plain(data_plan(config, name).split_options())}}
 

@@ -15,7 +15,7 @@ from gpstudy.data.registry import CLASSES, DATASETS, READER_OPTIONS, get_dataset
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import METHODS
 from gpstudy.paper import quoted_tables
-from gpstudy.study.datasets import USER_DATASET_KEYS, dataset_of, user_datasets
+from gpstudy.study.datasets import USER_DATASET_KEYS, data_stage_params, dataset_of, user_datasets
 from gpstudy.study.jobs import experiment_metrics, study_jobs
 from gpstudy.study.schema import ConfigError, load_schema
 from gpstudy.study.settings import SettingsError, method_names, run_settings, traced_run_settings
@@ -111,6 +111,17 @@ def validate_config(config: dict[str, Any]) -> None:
             if classes != CLASSES[name]:
                 raise ConfigError(f"invalid configuration:\n  config key $.{key}: data set {name!r} has "
                                   f"{CLASSES[name]} classes (labels 0..{CLASSES[name] - 1}), but {key} declares {classes}")
+
+
+def tabulate_params(config: dict[str, Any], name: str, protocol: str) -> dict[str, Any]:
+    """The tabulate rule's params: ``data_stage_params``' and, for a user's classification data set, the
+    classes its runs' likelihoods declare (:func:`declared_classes`), which the rule checks its labels
+    against. A registered data set's are checked here, by ``validate_config``: its params, and every other
+    data set's, are ``data_stage_params``' alone, as before."""
+    params = data_stage_params(config, name, protocol)["tabulate"]
+    if name in user_datasets(config) and dataset_of(config, name).task == "classification":
+        params = {**params, "classes": [list(pair) for pair in declared_classes(config, name)]}
+    return params
 
 
 def declared_classes(config: dict[str, Any], name: str) -> list[tuple[int, str]]:
