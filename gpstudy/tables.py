@@ -6,7 +6,7 @@ method and M, then the quoted columns) with one cell formatter that Markdown and
 own ``_Notation`` of symbols and escaping.
 """
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -69,7 +69,8 @@ def mean_and_se(frame: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
     return stats[[*by, "mean", "se", "n"]]
 
 
-def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: str | None = None) -> pd.DataFrame:
+def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: str | None = None,
+                     own_data: Collection[str] = ()) -> pd.DataFrame:
     """Our Table 3 (``metric="rmse"``) or 4 (``"test_ll"``) beside the paper's, one row per cell.
 
     Args:
@@ -79,6 +80,8 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
         metric: ``"rmse"``, ``"test_ll"`` or ``"error_rate"``.
         quoted: a table of ``gpstudy.paper.quoted_tables`` whose rows of ``metric`` are quoted (the
             experiment's ``quoted``), or None.
+        own_data: the data sets of ``runs`` whose files are not the registry's (``Dataset.has_registry_files``:
+            a user's data set): no number, size, protocol or quoted row of a paper beside them.
 
     Returns:
         Columns metric, dataset, method, M, M_effective (the fewest points a run of the cell used, below M
@@ -110,6 +113,9 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
     table[["n", "failed"]] = table[["n", "failed"]].fillna(0).astype(int)
     table["M_effective"] = table["M_effective"].astype("Int64")
     table = table.merge(_settings(uci, table), how="left").merge(_sizes(uci), how="left")
+    own = table["dataset"].isin(own_data)
+    for column in ("paper_mean", "paper_se", "paper_settings", "paper_N", "paper_D"):
+        table[column] = table[column].mask(own)
     distance = (table["mean"] - table["paper_mean"]).abs()
     paper_se = table["paper_se"].clip(lower=PAPER_ROUNDING)  # a printed 0.000 means at most 0.0005
     bound = AGREEMENT_SE * np.sqrt(table["se"] ** 2 + paper_se**2)
@@ -118,7 +124,8 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
     table = table[["metric", *KEYS, "M_effective", "n", "failed", "iterations", "mean", "se", "paper_mean", "paper_se",
                    "agrees", "paper_settings", "N", "D", "paper_N", "paper_D"]]
     quotes = quoted_rows(quoted, metric) if quoted is not None else pd.DataFrame()
-    return table if quotes.empty else _with_quoted(table, quotes, datasets, quoted_tables()[quoted]["source"], metric)
+    papers = [dataset for dataset in datasets if dataset not in own_data]
+    return table if quotes.empty else _with_quoted(table, quotes, papers, quoted_tables()[quoted]["source"], metric)
 
 
 def _settings(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

@@ -1,5 +1,7 @@
 """Aggregation: the tidy run table, then each experiment's tables and figures (its `outputs`)."""
 
+from gpstudy.study import own_data
+
 
 localrules:
     collect,
@@ -31,6 +33,7 @@ rule tables:
         report(multiext(paths.TABLES, ".csv", ".md", ".tex"), caption="../report/tables.rst", category="Tables"),
     params:
         quoted=quoted_table,
+        own_data=lambda wildcards: own_data(config, wildcards.experiment),  # no paper's numbers beside them
     log:
         "logs/aggregate/tables_{experiment}_{metric}.log",
     benchmark:

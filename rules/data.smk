@@ -1,7 +1,10 @@
 """Data stage: fetch (checksummed, mirror first) -> tabulate (one table) -> standardized splits.
 
 Each rule's params are every setting its output depends on (gpstudy.study.data_stage_params): a changed
-one reruns the rule and, its output remade, every job downstream."""
+one reruns the rule and, its output remade, every job downstream. The tabulate rule's params add a user
+classification data set's declared classes (gpstudy.study.validate.tabulate_params)."""
+
+from gpstudy.study.validate import tabulate_params
 
 
 localrules:
@@ -29,7 +32,7 @@ rule tabulate:
     output:
         paths.TABLE,
     params:
-        spec=data_params("tabulate"),
+        spec=lambda wildcards: tabulate_params(config, wildcards.dataset, wildcards.protocol),
     log:
         "logs/tabulate/{dataset}_{protocol}.log",
     benchmark:

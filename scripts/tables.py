@@ -10,5 +10,6 @@ from gpstudy.tables import experiment_table, write_table
 
 start_job(snakemake.log[0])
 runs = read_runs(snakemake.input[0])
-write_table(experiment_table(runs, snakemake.wildcards.experiment, snakemake.wildcards.metric, snakemake.params.quoted),
+write_table(experiment_table(runs, snakemake.wildcards.experiment, snakemake.wildcards.metric, snakemake.params.quoted,
+                             snakemake.params.own_data),
             Path(snakemake.output[0]).with_suffix(""), variant_labels(snakemake.config))

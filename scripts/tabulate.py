@@ -8,4 +8,4 @@ from gpstudy.study import dataset_of
 
 start_job(snakemake.log[0])
 prepare_table(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, Path(snakemake.input[0]),
-              Path(snakemake.output[0]))
+              Path(snakemake.output[0]), classes=[tuple(pair) for pair in snakemake.params.spec.get("classes", ())])

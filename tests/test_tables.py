@@ -291,3 +291,25 @@ def test_a_variant_is_shown_by_the_label_the_config_gives_it(tmp_path):
     assert "| ORTHNAT 100 |" in (tmp_path / "t.md").read_text(encoding="utf-8")
     write_table(experiment_table(runs, "uci", "rmse"), tmp_path / "t", {"orthnat": "Natural ORTH"})
     assert "| Natural ORTH 100 |" in (tmp_path / "t.md").read_text(encoding="utf-8")
+
+
+def test_no_papers_numbers_beside_a_data_set_whose_files_are_not_the_registrys(runs, classification_runs, tmp_path):
+    """A user CSV called boston: the tables printed the paper's Boston N, D and values beside it."""
+    table = experiment_table(runs, "uci", "rmse", own_data=["boston"])
+    boston, concrete = _cell(table, "boston", "svgp", 100), _cell(table, "concrete", "svgp", 100)
+    assert boston[["paper_mean", "paper_se", "agrees", "paper_settings", "paper_N", "paper_D"]].isna().all()
+    assert boston["mean"] == 2.0 and concrete["paper_mean"] > 0 and concrete["paper_N"] == 1030
+    write_table(table, tmp_path / "t")
+    boston_rows = [line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("| Boston")]
+    assert boston_rows and not any("(" in line for line in boston_rows), boston_rows  # no (paper value) in a cell
+    quoted = experiment_table(classification_runs, "classification", "error_rate", quoted="table2", own_data=["mnist"])
+    assert set(quoted.loc[quoted["quoted_from"] != "", "dataset"]) == {"cifar10"}
+
+
+def test_own_data_are_the_data_sets_whose_files_are_not_the_registrys(study_config):
+    from gpstudy.study import own_data
+    own = {"source": {"file": "mine.csv", "sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression"}
+    config = {**study_config, "datasets": ["boston", "mine", "airline"],
+              "dataset_options": {**study_config["dataset_options"], "mine": own},
+              "experiments": {"uci": {"datasets": ["boston", "mine", "airline"], "methods": {"svgp": [5]}}}}
+    assert own_data(config, "uci") == ["mine"]  # airline: registry files without a trusted hash

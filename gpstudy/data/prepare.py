@@ -1,6 +1,7 @@
 """The data stage, one function per Snakemake step: fetch a data set, read its table, write a split."""
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,10 +10,11 @@ import numpy as np
 from gpstudy.data.fetch import ChecksumError, FileSpec, fetch_file, sha256_of
 from gpstudy.data.registry import Dataset
 from gpstudy.data.split import make_split, read_table, save_split, split_rows
-from gpstudy.data.table import DataError, load_table, save_table
+from gpstudy.data.table import DataError, Table, load_table, save_table
 from gpstudy.io import read_json, write_json
 
 log = logging.getLogger(__name__)
+MAX_FILES_NAMED = 4  # the raw files an error names (index_files has 41: the table and 40 index files)
 
 
 def fetch_dataset(dataset: Dataset, protocol: str, raw: Path, manifest: Path, mirror: str | None = None) -> None:
@@ -51,11 +53,42 @@ def checked_raw_folder(manifest: Path, specs: tuple[FileSpec, ...] = ()) -> Path
     return manifest.parent
 
 
-def prepare_table(dataset: Dataset, protocol: str, manifest: Path, output: Path) -> None:
-    """Read a data set's raw files (those ``manifest`` lists, checked) once into a compact table."""
+def prepare_table(dataset: Dataset, protocol: str, manifest: Path, output: Path,
+                  classes: Sequence[tuple[int, str]] = ()) -> None:
+    """Read a data set's raw files (those ``manifest`` lists, checked) once into a compact table, its labels
+    checked against the ``classes`` the study's likelihoods declare (:func:`check_classes`)."""
     table = read_table(dataset, protocol, checked_raw_folder(manifest, dataset.files(protocol)))
     log.info("%s: table of %d rows x %d features", dataset.name, *table.x.shape)
+    if table.classes is not None:
+        log.info("%s: labels %s are classes 0..%d", dataset.name, ", ".join(map(repr, table.classes)),
+                 len(table.classes) - 1)
+    check_classes(table, classes, _files(dataset, protocol, manifest))
     save_table(output, table)
+
+
+def check_classes(table: Table, classes: Sequence[tuple[int, str]], source: str) -> None:
+    """Refuse a classification table unless its labels are the classes 0..C-1 of each C in ``classes``:
+    (C, the config key that declares it), the number of classes the likelihood of a run on it takes
+    (``Likelihood.label_classes``).
+
+    Raises:
+        DataError: naming ``source`` (the raw files), the target column, the classes found and the key
+            that declares others.
+    """
+    found = np.unique(table.y)
+    count = len(found)
+    names = table.classes or tuple(str(label) for label in found)
+    for declared, key in classes:
+        if declared != count or not np.array_equal(found, np.arange(count)):
+            column = "the labels" if table.target is None else f"target column {table.target!r}"
+            raise DataError(f"{source}: {column} holds {count} classes ({', '.join(map(repr, names))}), but {key} "
+                            f"declares {declared}: set likelihood_options: {{classes: {count}}} (or likelihood: "
+                            "bernoulli for two classes) under its data set's dataset_options")
+
+
+def _files(dataset: Dataset, protocol: str, manifest: Path) -> str:
+    """The raw files (the first ``MAX_FILES_NAMED``) a data set's table is read from, for an error message."""
+    return ", ".join(str(manifest.parent / spec.path) for spec in dataset.files(protocol)[:MAX_FILES_NAMED])
 
 
 def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path, manifest: Path, output: Path, *,
@@ -78,4 +111,8 @@ def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path,
     train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size, test_size=test_size, raw=raw)
     info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed,
             "drop_features": list(drop_features), "standardize_inputs": standardize_inputs}
-    save_split(output, make_split(table, train, test, dataset.standardize, info, standardize_inputs=standardize_inputs))
+    try:
+        split = make_split(table, train, test, dataset.standardize, info, standardize_inputs=standardize_inputs)
+    except DataError as error:  # named with the files the table was read from
+        raise DataError(f"{_files(dataset, protocol, manifest)}: {error}") from None
+    save_split(output, split)

@@ -83,6 +83,15 @@ class Dataset:
         (the reader and its options: a user data set's format, target and task), its task and shape."""
         return plain(self)
 
+    def has_registry_files(self, protocol: str) -> bool:
+        """Whether the files the data set reads under ``protocol`` are the registry's (``files.tsv``): the same
+        paths with its sha256 where it pins one, the files of the papers' numbers. A user's data set's are
+        not, even under a registered name; a registry file without a trusted hash (the airline's) counts."""
+        part = "index_files" if protocol == "index_files" else "original"
+        registry = {spec.path: spec.sha256 for spec in _file_specs().get((self.name, part), ())}
+        ours = {spec.path: spec.sha256 for spec in self.files(protocol)}
+        return ours.keys() == registry.keys() and all(registry[path] in (None, ours[path]) for path in ours)
+
     def unpinned_files(self) -> list[str]:
         """The paths of the data set's files that no trusted sha256 pins (the registry's, then the config's)."""
         pins = dict(self.pins)
@@ -104,6 +113,7 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("cifar10", images.read_cifar10, task="classification", protocol="given", shape=(60000, 3072)),
 )}
 READER_OPTIONS = {key for dataset in DATASETS.values() for key in dataset.reader_options}  # of any reader
+CLASSES = {"mnist": 10, "cifar10": 10}  # the label classes 0..C-1 of each registered classification data set
 
 
 def plain(value: Any) -> Any:

@@ -126,15 +126,22 @@ def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: b
     y_train, y_test = table.y[train], table.y[test]
     d = table.x.shape[1]
     x_mean, x_std, y_mean, y_std = np.zeros(d), np.ones(d), 0.0, 1.0
-    if standardize or standardize_inputs:
-        x_mean, x_std = x_train.mean(0), _nonzero(x_train.std(0))
-        x_train, x_test = (x_train - x_mean) / x_std, (x_test - x_mean) / x_std
-    if standardize:
-        y_mean, y_std = float(y_train.mean()), float(_nonzero(y_train.std()))
-        y_train, y_test = (y_train - y_mean) / y_std, (y_test - y_mean) / y_std
+    with np.errstate(over="ignore", invalid="ignore"):  # a value past float64 is refused below, by its column
+        if standardize or standardize_inputs:
+            x_mean, x_std = _moments(x_train)
+            x_train, x_test = (x_train - x_mean) / x_std, (x_test - x_mean) / x_std
+        if standardize:
+            y_mean, y_std = (float(value) for value in _moments(y_train))
+            y_train, y_test = (y_train - y_mean) / y_std, (y_test - y_mean) / y_std
+        x_plot = None if table.x_plot is None else (table.x_plot - x_mean) / x_std
     info = {**info, "n_train": int(len(train)), "n_test": int(len(test))}
-    x_plot = None if table.x_plot is None else (table.x_plot - x_mean) / x_std
-    return Split(x_train, y_train, x_test, y_test, x_mean, x_std, y_mean, y_std, info, x_plot)
+    split = Split(x_train, y_train, x_test, y_test, x_mean, x_std, y_mean, y_std, info, x_plot)
+    problem = non_finite(split)
+    if problem:
+        where = ", ".join(f"{key} {info[key]!r}" for key in ("dataset", "protocol", "split") if key in info)
+        raise DataError(f"{where or 'a split'}, standardized by its training rows: {problem} (the column's values "
+                        "span more than float64 holds; rescale it in the file)")
+    return split
 
 
 def save_split(path: str | Path, split: Split) -> None:
@@ -168,14 +175,33 @@ def load_split(path: str | Path) -> Split:
 
 
 def non_finite(split: Split) -> str | None:
-    """Where a split holds a missing or infinite value ("NaN in y_train, row 7"); None if nowhere."""
+    """Where a split holds a missing or infinite value ("... in x_train, the first in row 7, feature column 2"),
+    its data or its standardization's statistics; None if nowhere."""
     for name in ("x_train", "y_train", "x_test", "y_test"):
         values = getattr(split, name)
         bad = ~np.isfinite(values)
         if bad.any():
             row = int(np.flatnonzero(bad.reshape(len(values), -1).any(axis=1))[0])
-            return f"{int(bad.sum())} missing or infinite value(s) in {name}, the first in row {row}"
+            column = f", feature column {int(np.flatnonzero(bad[row])[0])}" if values.ndim == 2 else ""
+            return f"{int(bad.sum())} missing or infinite value(s) in {name}, the first in row {row}{column}"
+    for name in ("x_mean", "x_std", "y_mean", "y_std"):
+        bad = ~np.isfinite(np.atleast_1d(getattr(split, name)))
+        if bad.any():
+            column = f" of feature column {int(np.flatnonzero(bad)[0])}" if name.startswith("x") else ""
+            return f"{name}{column} is not finite"
     return None
+
+
+def _moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and standard deviation of each column of ``values`` ``[n, ...]`` (1 for a constant column),
+    in the values' dtype, computed on the column divided by a power of two near its largest |value|: the
+    squares never overflow (values near 1e154 made the variance inf), and for every other column the
+    result is bit for bit the unscaled one (a power-of-two scaling rounds alike)."""
+    largest = np.abs(values).max(0)
+    _, exponent = np.frexp(largest)
+    scale = np.ldexp(np.ones_like(largest), exponent - 1)  # largest / scale in [1, 2): scale is finite
+    scaled = values / scale
+    return scaled.mean(0) * scale, _nonzero(scaled.std(0) * scale)
 
 
 def _nonzero(std):

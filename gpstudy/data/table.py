@@ -24,6 +24,8 @@ class Table:
     y: np.ndarray  # [N] targets (float for regression, int labels for classification)
     test_mask: np.ndarray | None = None  # [N] bool: the data set's own test rows, if it has them
     x_plot: np.ndarray | None = None  # [P, D] inputs to draw predictions at (Snelson's grid), if any
+    target: str | None = None  # a user table's target column, as its file names it (not saved)
+    classes: tuple[str, ...] | None = None  # a user table's labels as its file has them, class c is classes[c] (not saved)
 
 
 def checked_table(frame: pd.DataFrame, target: str | int, source: Path, features: list | None = None,

@@ -1,5 +1,6 @@
 """A user's own data set, defined by the config alone: one table file, its format, target and task."""
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
         target = columns[target]
     elif target not in columns:
         raise DataError(f"{source}: no target column {target!r}; the file has {columns}")
+    classes = None
     if task == "classification":
         classes, labels = np.unique(frame[target].astype(str), return_inverse=True)
         if len(classes) < 2:
@@ -47,7 +49,8 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
                             f"({', '.join(map(repr, classes))}); a classification task needs at least two")
         frame = frame.assign(**{str(target): labels})
         frame.columns = columns
-    return checked_table(frame, target, source)
+        classes = tuple(map(str, classes))
+    return replace(checked_table(frame, target, source), target=str(target), classes=classes)
 
 
 def user_reader(options: dict[str, Any], path: str) -> partial:

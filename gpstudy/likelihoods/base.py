@@ -35,6 +35,12 @@ class Likelihood(nn.Module):
         """The number of latent functions per point (1; a softmax has one per class)."""
         return 1
 
+    @classmethod
+    def label_classes(cls, options: dict[str, Any]) -> int | None:
+        """The number of classes C of the labels 0..C-1 this likelihood built from ``options`` takes; None
+        for a regression likelihood."""
+        return None
+
     def log_prob(self, y: Tensor, f: Tensor) -> Tensor:
         """log p(y | f) elementwise ``[*batch, n]``."""
         raise NotImplementedError
@@ -70,6 +76,19 @@ class MultiClassLikelihood(Likelihood):
     def latent_dim(self) -> int:
         """C, one latent function per class."""
         return self.classes
+
+    @classmethod
+    def label_classes(cls, options: dict[str, Any]) -> int:
+        """C, the ``classes`` option."""
+        return options["classes"]
+
+    def class_index(self, y: Tensor) -> tuple[Tensor, Tensor]:
+        """The labels ``y`` as class indices clamped into 0..C-1 (safe to index the class axis with), and
+        where they were labels at all: integers in 0..C-1. Computed on the device (no host sync); a
+        likelihood makes its value NaN where a label is none, so such a run fails instead of reading
+        past the class axis."""
+        index = y.long()
+        return index.clamp(0, self.classes - 1), (index == y) & (index >= 0) & (index < self.classes)
 
 
 def normal_quadrature(points: int, like: Tensor) -> tuple[Tensor, Tensor]:

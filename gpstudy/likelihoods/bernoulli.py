@@ -29,9 +29,16 @@ class Bernoulli(Likelihood):
     def __init__(self, dtype: torch.dtype = DEFAULT_DTYPE, batch_shape: tuple[int, ...] = ()):
         super().__init__()
 
+    @classmethod
+    def label_classes(cls, options: dict[str, Any]) -> int:
+        """2: labels 0 and 1."""
+        return 2
+
     def log_prob(self, y: Tensor, f: Tensor) -> Tensor:
-        """log sigmoid((2y - 1) f) elementwise, computed stably."""
-        return F.logsigmoid((2 * y.to(f.dtype) - 1) * f)
+        """log sigmoid((2y - 1) f) elementwise, computed stably; NaN where y is neither 0 nor 1 (computed on
+        the device: such a run fails instead of scoring a label the model has no class for)."""
+        y = y.to(f.dtype)
+        return F.logsigmoid((2 * y - 1) * f).where((y == 0) | (y == 1), torch.nan)
 
     def _quadrature(self, y: Tensor, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
         """log p(y | f_i) at the nodes f_i = mean + sqrt(var) z_i ``[*batch, n, Q]`` and the weights ``[Q]``,

@@ -60,7 +60,8 @@ class RobustMax(MultiClassLikelihood):
 
     def log_prob(self, y: Tensor, f: Tensor) -> Tensor:
         """log(1 - epsilon) where y is the arg-max of f ``[..., n, C]``, else log(epsilon / (C - 1)); ``[..., n]``."""
-        return self._label_probability((f.argmax(-1) == y.long()).to(f.dtype)).log()
+        index, is_label = self.class_index(y)
+        return self._label_probability((f.argmax(-1) == index).to(f.dtype)).log().where(is_label, torch.nan)
 
     def probability_is_largest(self, y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
         """P(argmax_k f_k = y) ``[*batch, n]`` under f ~ N(mean, var) ``[*batch, n, C]``, labels ``[*batch, n]``.
@@ -68,17 +69,19 @@ class RobustMax(MultiClassLikelihood):
         Nodes f_y = m_y + sqrt(v_y) x_i of N(0, 1) quadrature, each weighted by
         prod_{k != y} Phi((f_y - m_k) / sqrt(v_k)). Phi is ``ndtr``, exactly 0 or 1 far out, so a vanishing
         v gives the hard arg-max; a zero v_k is taken as the smallest normal number, so that it divides
-        without NaN (a tie of means at zero variance counts half).
+        without NaN (a tie of means at zero variance counts half). NaN where y is no label in 0..C-1
+        (``class_index``).
         """
         nodes, weights = normal_quadrature(self.quadrature_points, mean)
-        label = y.long().unsqueeze(-1)  # [*batch, n, 1]
+        index, is_label = self.class_index(y)
+        label = index.unsqueeze(-1)  # [*batch, n, 1]
         std = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()  # [*batch, n, C]
         f_label = (torch.take_along_dim(mean, label, -1)
                    + torch.take_along_dim(std, label, -1) * nodes)  # [*batch, n, Q]
         cdf = torch.special.ndtr((f_label.unsqueeze(-1) - mean.unsqueeze(-2)) / std.unsqueeze(-2))  # [*, n, Q, C]
-        is_label = torch.arange(self.classes, device=mean.device) == label  # [*batch, n, C]
-        cdf = torch.where(is_label.unsqueeze(-2), torch.ones_like(cdf), cdf)
-        return cdf.prod(-1) @ weights
+        is_label_class = torch.arange(self.classes, device=mean.device) == label  # [*batch, n, C]
+        cdf = torch.where(is_label_class.unsqueeze(-2), torch.ones_like(cdf), cdf)
+        return (cdf.prod(-1) @ weights).where(is_label, torch.nan)
 
     def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor,
                           generators: draws.Generators | None = None) -> Tensor:

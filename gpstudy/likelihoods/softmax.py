@@ -47,8 +47,11 @@ class Softmax(MultiClassLikelihood):
         self.predictive_samples = predictive_samples
 
     def log_prob(self, y: Tensor, f: Tensor) -> Tensor:
-        """log softmax(f)_y ``[..., n]`` for labels ``[..., n]`` (any dtype) and latents ``[..., n, C]``."""
-        return torch.take_along_dim(f.log_softmax(-1), y.long().unsqueeze(-1), dim=-1).squeeze(-1)
+        """log softmax(f)_y ``[..., n]`` for labels ``[..., n]`` (any dtype) and latents ``[..., n, C]``; NaN
+        where y is no label in 0..C-1 (``class_index``)."""
+        index, is_label = self.class_index(y)
+        log_p = torch.take_along_dim(f.log_softmax(-1), index.unsqueeze(-1), dim=-1).squeeze(-1)
+        return log_p.where(is_label, torch.nan)
 
     def _sample(self, mean: Tensor, var: Tensor, generators: draws.Generators | None,
                 num_samples: int) -> Tensor:

@@ -11,7 +11,8 @@ import importlib
 from typing import Any
 
 _MODULE_OF = {  # public name -> the module of gpstudy.study that defines it
-    **dict.fromkeys(["DATA_STAGES", "DataPlan", "data_plan", "data_stage_params", "dataset_of", "user_datasets"],
+    **dict.fromkeys(["DATA_STAGES", "DataPlan", "data_plan", "data_stage_params", "dataset_of", "own_data",
+                     "user_datasets"],
                     "datasets"),
     **dict.fromkeys(["load_config", "merge"], "files"),
     **dict.fromkeys(["TrainJob", "experiment_metrics", "experiment_targets", "splits_of", "study_jobs"], "jobs"),

@@ -59,7 +59,7 @@ def data_stage_params(config: dict[str, Any], name: str, protocol: str) -> dict[
     Each stage gets whole the values its script hands to gpstudy, resolved from the config as the script
     resolves them (``dataset_of``, ``data_plan``): fetch the data set's files for ``protocol`` (path and
     sha256); tabulate the data set (``Dataset.spec``: its reader with the reader's options, task, files, pins,
-    shape); split the data set, the seed and the plan's split options, which the split script passes on
+    shape; the rule adds a user classification data set's declared classes, ``validate.tabulate_params``); split the data set, the seed and the plan's split options, which the split script passes on
     as they are. A field added to ``Dataset``, ``FileSpec`` or the plan's split options, or an option bound
     to a user data set's reader, is in the params with no edit here. Left out: where a file is found (the
     mirror, a file's source URLs), since a file is checked against its sha256 wherever it came from.
@@ -69,3 +69,11 @@ def data_stage_params(config: dict[str, Any], name: str, protocol: str) -> dict[
             "tabulate": {"dataset": dataset.spec()},
             "split": {"dataset": dataset.spec(), "seed": config["seed"],
                       "options": plain(data_plan(config, name).split_options())}}
+
+
+def own_data(config: dict[str, Any], experiment: str) -> list[str]:
+    """The data sets of an experiment whose files are not the registry's (``Dataset.has_registry_files``):
+    its tables print no paper's numbers beside them."""
+    return [name for name in config["experiments"][experiment]["datasets"]
+            if name in config["datasets"]
+            and not dataset_of(config, name).has_registry_files(data_plan(config, name).protocol)]

@@ -11,13 +11,14 @@ from typing import Any
 import jsonschema
 
 from gpstudy import paths
-from gpstudy.data.registry import DATASETS, READER_OPTIONS, get_dataset
+from gpstudy.data.registry import CLASSES, DATASETS, READER_OPTIONS, get_dataset
+from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import METHODS
 from gpstudy.paper import quoted_tables
-from gpstudy.study.datasets import USER_DATASET_KEYS, dataset_of, user_datasets
+from gpstudy.study.datasets import USER_DATASET_KEYS, data_stage_params, dataset_of, user_datasets
 from gpstudy.study.jobs import experiment_metrics, study_jobs
 from gpstudy.study.schema import ConfigError, load_schema
-from gpstudy.study.settings import SettingsError, method_names, run_settings
+from gpstudy.study.settings import SettingsError, method_names, run_settings, traced_run_settings
 
 
 def validate_config(config: dict[str, Any]) -> None:
@@ -42,6 +43,11 @@ def validate_config(config: dict[str, Any]) -> None:
                 where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
                 raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
                                   f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)")
+    clashes = sorted(set(user_datasets(config)) & set(DATASETS))  # a user's file would train as the built-in one
+    if clashes:
+        raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{clashes[0]}.source: "
+                          f"{clashes[0]!r} is a built-in data set, whose tables print the paper's numbers beside it; "
+                          f"give a data set of your own a name of its own (e.g. my_{clashes[0]})")
     used = {*config["datasets"], *config.get("dataset_options", {}),
             *(name for spec in config["experiments"].values() for name in spec["datasets"])}
     for name in sorted(used - set(user_datasets(config))):
@@ -100,6 +106,37 @@ def validate_config(config: dict[str, Any]) -> None:
         except SettingsError as error:
             raise ConfigError(f"invalid configuration:\n  experiment {job.experiment!r}, data set {job.dataset!r}, "
                               f"method {job.method!r}: {error}") from None
+    for name in sorted({job.dataset for job in study_jobs(config)} & set(CLASSES) - set(user_datasets(config))):
+        for classes, key in declared_classes(config, name):  # a user data set's labels: checked by its table rule
+            if classes != CLASSES[name]:
+                raise ConfigError(f"invalid configuration:\n  config key $.{key}: data set {name!r} has "
+                                  f"{CLASSES[name]} classes (labels 0..{CLASSES[name] - 1}), but {key} declares {classes}")
+
+
+def tabulate_params(config: dict[str, Any], name: str, protocol: str) -> dict[str, Any]:
+    """The tabulate rule's params: ``data_stage_params``' and, for a user's classification data set, the
+    classes its runs' likelihoods declare (:func:`declared_classes`), which the rule checks its labels
+    against. A registered data set's are checked here, by ``validate_config``: its params, and every other
+    data set's, are ``data_stage_params``' alone, as before."""
+    params = data_stage_params(config, name, protocol)["tabulate"]
+    if name in user_datasets(config) and dataset_of(config, name).task == "classification":
+        params = {**params, "classes": [list(pair) for pair in declared_classes(config, name)]}
+    return params
+
+
+def declared_classes(config: dict[str, Any], name: str) -> list[tuple[int, str]]:
+    """The numbers of classes that the likelihoods of the study's runs on data set ``name`` take
+    (``Likelihood.label_classes``), each with the config key that declares it for the first run that
+    does (its ``likelihood_options``, or its ``likelihood`` for bernoulli's two), in increasing order; none
+    for a regression data set."""
+    declared: dict[int, str] = {}
+    for method in dict.fromkeys(job.method for job in study_jobs(config) if job.dataset == name):
+        settings, sources = traced_run_settings(config, name, method=method, M=1)
+        classes = LIKELIHOODS[settings.likelihood].label_classes(settings.likelihood_options)
+        if classes is not None:
+            key = "likelihood_options" if "classes" in settings.likelihood_options else "likelihood"
+            declared.setdefault(classes, sources[key])
+    return sorted(declared.items())
 
 
 def _bad_names(config: dict[str, Any]) -> list[tuple[str, str]]:

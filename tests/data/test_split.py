@@ -188,3 +188,25 @@ def test_drop_features_leaves_columns_out_of_every_split(tmp_path, study_config)
     with pytest.raises(ValueError, match=r"boston: drop_features \[7\] names a column past its 4 features"):
         prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path / "files.json", tmp_path / "s.npz",
                       drop_features=(7,))
+
+
+def test_standardization_of_values_near_1e154_does_not_overflow():
+    """A column near 1e154 made the variance overflow: x_std inf, the column all zeros, the run 'ok'."""
+    table = toy_table()
+    huge = Table(x=table.x * 2.0**511, y=table.y * 2.0**511)  # about 1e154: the squares pass 1.8e308
+    train, test = split_rows(table, "random", 0)
+    plain, scaled = (make_split(t, train, test, True, {}) for t in (table, huge))
+    for name in ("x_train", "x_test", "y_train", "y_test"):  # a power-of-two scale changes no bit
+        np.testing.assert_array_equal(getattr(scaled, name), getattr(plain, name))
+    np.testing.assert_array_equal(scaled.x_std, np.where(plain.x_std == 1.0, 1.0, plain.x_std * 2.0**511))
+    assert scaled.y_std == plain.y_std * 2.0**511
+
+
+def test_a_standardized_value_past_float64_is_refused_naming_the_column():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3))
+    x[:, 1] = np.where(np.arange(40) % 8 == 0, -1.7e308, 1.7e308)  # x - mean passes -1.8e308 at a negative row
+    with pytest.raises(DataError, match=r"dataset 'big', split 0, standardized by its training rows: \d+ missing or "
+                                        r"infinite value\(s\) in x_train, the first in row \d+, feature column 1"):
+        make_split(Table(x=x, y=rng.normal(size=40)), np.arange(30), np.arange(30, 40), True,
+                   {"dataset": "big", "split": 0})

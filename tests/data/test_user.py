@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +11,7 @@ import pytest
 import yaml
 
 from gpstudy.cli import main
-from gpstudy.data import DataError, FetchError, get_dataset, read_table
+from gpstudy.data import DataError, FetchError, get_dataset, load_split, read_table
 from gpstudy.data.prepare import fetch_dataset
 from gpstudy.study import ConfigError
 
@@ -128,3 +130,105 @@ def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(t
     with pytest.raises(ConfigError, match="method 'gpnet' .*cannot train with likelihood 'bernoulli'; it supports gaussian"):
         main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "blobs", "--method", "gpnet",
               "--M", "10", "--iterations", "5", "--mirror", str(tmp_path / "mirror")])
+
+
+def prepare_csv(tmp_path, monkeypatch, header: str, rows: np.ndarray, **changes) -> None:
+    """``gpstudy prepare`` of ``rows`` written as ``mydata.csv`` (exact float reprs) with ``header``, as a user
+    data set of ``options(..., **changes)``; every split of the config goes to data/splits/mydata/random."""
+    mirror = tmp_path / "mirror/mydata"
+    mirror.mkdir(parents=True, exist_ok=True)
+    (mirror / "mydata.csv").write_text(header + "\n" + "".join(",".join(map(repr, map(float, row))) + "\n"
+                                                               for row in rows))
+    overlay = tmp_path / "mine.yaml"
+    sha256 = hashlib.sha256((mirror / "mydata.csv").read_bytes()).hexdigest()
+    overlay.write_text(yaml.safe_dump({"datasets": ["mydata"], "splits": 1,
+                                       "dataset_options": {"mydata": options(sha256, **changes)}}))
+    monkeypatch.chdir(tmp_path)
+    main(["prepare", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "mydata",
+          "--mirror", str(tmp_path / "mirror")])
+
+
+def test_a_feature_near_1e154_is_standardized_like_the_same_feature_rescaled(tmp_path, monkeypatch):
+    """x_std was inf, the column all zeros and the run 'ok' (RMSE 0.994 against 0.684 for the data rescaled)."""
+    rng = np.random.default_rng(0)
+    rows = rng.uniform(-2, 2, size=(80, 3))
+    for scale, folder in ((1.0, tmp_path / "plain"), (1e154, tmp_path / "huge")):
+        prepare_csv(folder, monkeypatch, "a,b,y", rows * [scale, 1, 1])
+    plain, huge = (load_split(folder / "data/splits/mydata/random/split0.npz") for folder in (tmp_path / "plain",
+                                                                                             tmp_path / "huge"))
+    np.testing.assert_allclose(huge.x_train, plain.x_train, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(huge.x_std, plain.x_std * [1e154, 1], rtol=1e-12)
+
+
+def test_a_feature_past_float64_once_standardized_is_refused_naming_the_file_and_column(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    rows = rng.uniform(-2, 2, size=(80, 3))
+    rows[:, 1] = np.where(np.arange(80) % 8 == 0, -1.7e308, 1.7e308)
+    with pytest.raises(DataError, match=r"data/raw/mydata/mydata.csv: dataset 'mydata', protocol 'random', split 0, "
+                                        r"standardized by its training rows: .* feature column 1"):
+        prepare_csv(tmp_path, monkeypatch, "a,b,y", rows)
+
+
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def three_classes(mirror: Path) -> str:
+    """``three.csv`` in ``mirror/three``: two features and labels a, b, c (40 rows each); returns its sha256."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(3.0 * c, 1.0, size=(40, 2)) for c in range(3)])
+    folder = mirror / "three"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "three.csv").write_text("x1,x2,label\n" + "".join(f"{a:.5f},{b:.5f},{c}\n" for (a, b), c in
+                                                                zip(x, np.repeat(["a", "b", "c"], 40))))
+    return hashlib.sha256((folder / "three.csv").read_bytes()).hexdigest()
+
+
+def three_classes_config(sha256: str, **likelihood) -> dict:
+    return {"datasets": ["three"], "splits": 1,
+            "dataset_options": {"three": {"source": {"file": "three.csv", "sha256": sha256}, "format": "csv",
+                                          "target": "label", "task": "classification", **likelihood}},
+            "experiments": {"three": {"datasets": ["three"], "methods": {"svgp": [10]}}}, "run_experiments": ["three"]}
+
+
+@pytest.mark.parametrize("likelihood, declared, key", [
+    ({"likelihood": "softmax", "likelihood_options": {"classes": 2}}, 2, "dataset_options.three.likelihood_options"),
+    ({"likelihood": "robustmax", "likelihood_options": {"classes": 4}}, 4, "dataset_options.three.likelihood_options"),
+    ({"likelihood": "bernoulli"}, 2, "dataset_options.three.likelihood")])
+def test_labels_of_other_classes_than_the_likelihood_declares_are_refused_before_training(
+        tmp_path, likelihood, declared, key):
+    """softmax or robustmax with classes: 2 on three labels, or bernoulli on three, trained 'ok' to meaningless
+    error rates (0.42) and a test log-likelihood better than the right model's (-0.36 against -0.60)."""
+    overlay = tmp_path / "three.yaml"
+    overlay.write_text(yaml.safe_dump(three_classes_config(three_classes(tmp_path / "mirror"), **likelihood)))
+    run = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                          str(REPO / "config.yaml"), str(overlay), "--cores", "1", "--config", f"mirror={tmp_path}/mirror",
+                          "--", "data/splits/three/random/split0.npz"], capture_output=True, text=True, timeout=600)
+    log = (tmp_path / "logs/tabulate/three_random.log").read_text()
+    assert run.returncode != 0 and not (tmp_path / "data/splits").exists(), run.stdout + run.stderr
+    assert (f"data/raw/three/three.csv: target column 'label' holds 3 classes ('a', 'b', 'c'), but {key} "
+            f"declares {declared}") in log, log
+
+
+def test_a_label_outside_the_classes_fails_the_run_on_the_device(tmp_path, monkeypatch):
+    """`gpstudy train` tabulates without the study's rule: the likelihood's NaN fails the run."""
+    overlay = tmp_path / "three.yaml"
+    overlay.write_text(yaml.safe_dump(three_classes_config(three_classes(tmp_path / "mirror"), likelihood="softmax",
+                                                           likelihood_options={"classes": 2})))
+    monkeypatch.chdir(tmp_path)
+    main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "three", "--method", "svgp",
+          "--M", "10", "--iterations", "2", "--mirror", str(tmp_path / "mirror")])
+    metrics = json.loads((tmp_path / "results/cli/three/svgp/M10/split0/metrics.json").read_text())
+    assert metrics["status"].startswith("failed: non-finite") and np.isnan(metrics["test_ll"]), metrics
+
+
+def test_a_user_data_set_named_like_a_built_in_one_is_refused_before_any_job(tmp_path):
+    """A user CSV called boston trained as Boston, the tables printing the paper's Boston values beside it."""
+    sha256 = write_csv(tmp_path / "mirror/boston")
+    overlay = tmp_path / "boston.yaml"
+    overlay.write_text(yaml.safe_dump({"datasets": ["boston"], "dataset_options": {"boston": {
+        "source": {"file": "mydata.csv", "sha256": sha256}, "format": "csv", "target": "y", "task": "regression"}}}))
+    run = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                          str(REPO / "config.yaml"), str(overlay), "-n", "--config", f"mirror={tmp_path}/mirror"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0 and "config key $.dataset_options.boston.source: 'boston' is a built-in data set" in \
+        run.stdout + run.stderr, run.stdout + run.stderr

@@ -130,3 +130,19 @@ def test_a_batch_of_splits_gives_each_split_its_own_numbers(name):
                one_tensor(alone.predictive(mean[s], var[s], generators((), 1 + s)))]
         for result, expected in zip(results, own):
             torch.testing.assert_close(result[s], expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", [name for name in LIKELIHOODS if LIKELIHOODS[name].task == "classification"])
+def test_a_label_outside_the_classes_makes_nan_not_a_number_read_past_the_class_axis(name):
+    """softmax with classes 2 on labels 0, 1, 2 read past the class axis (take_along_dim has no bounds check on
+    the CPU) and trained to a better test log-likelihood than the right 3-class model's."""
+    likelihood = build_likelihood(name, OPTIONS[name], DTYPE)
+    classes = OPTIONS[name].get("classes", 2)
+    y, mean, var = inputs(likelihood, ())
+    y = y.to(DTYPE)
+    y[1], y[3] = classes, -1  # one past the last class, and a -1 of -1/1 labels
+    y[4] = 0.5 if name == "bernoulli" else 1.5  # no label at all
+    f = mean + var.sqrt()
+    for value in (likelihood.log_prob(y, f), likelihood.expected_log_prob(y, mean, var, generators(())),
+                  likelihood.log_predictive_density(y, mean, var, generators(()))):
+        assert torch.isfinite(value[[0, 2]]).all() and torch.isnan(value[[1, 3, 4]]).all(), value

@@ -305,3 +305,26 @@ def test_an_overlay_drops_a_method_by_an_empty_list_of_m_and_experiments_by_run_
     assert {job.experiment for job in jobs} == {"uci", "odvgp"}
     assert {job.method for job in jobs if job.experiment == "uci"} == {"svgp", "gpnet"}
     assert {(job.method, job.M) for job in study_jobs(BASE) if job.experiment == "uci"} >= {("fbnn", 500)}
+
+
+@pytest.mark.parametrize("likelihood, key", [
+    ({"likelihood_options": {"classes": 2}}, "dataset_options.mnist.likelihood_options"),
+    ({"likelihood": "bernoulli", "likelihood_options": {}}, "dataset_options.mnist.likelihood")])
+def test_a_registered_data_set_with_other_classes_than_its_labels_is_refused(likelihood, key):
+    """MNIST's ten labels under softmax with classes: 2 (or bernoulli) trained 'ok', reading past the class axis."""
+    config = with_nested(datasets=["mnist"], run_experiments=["classification"])
+    config["dataset_options"]["mnist"].update(likelihood)
+    config["experiments"]["classification"]["methods"] = {"gpnet": [64]}  # svgp sets its own likelihood
+    with pytest.raises(ConfigError, match=rf"config key \$.{key}: data set 'mnist' has 10 classes \(labels 0..9\), "
+                                          rf"but {key} declares 2"):
+        validate_config(config)
+
+
+def test_a_user_data_set_named_like_a_built_in_one_is_refused_naming_the_key():
+    """A user CSV called boston trained as Boston, the tables printing the paper's Boston N, D and values beside it."""
+    own = {"source": {"file": "boston.csv", "sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression"}
+    with pytest.raises(ConfigError, match=r"config key \$.dataset_options.boston.source: 'boston' is a built-in data "
+                                          r"set, whose tables print the paper's numbers beside it; .* \(e.g. my_boston\)"):
+        validate_config(with_nested(datasets=["boston"], dataset_options={"boston": own}))
+    validate_config(with_nested(datasets=["my_boston"], dataset_options={"my_boston": own},
+                                experiments={"uci": {"datasets": ["my_boston"]}}))
