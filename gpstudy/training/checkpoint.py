@@ -30,7 +30,9 @@ class Checkpointer:
     :meth:`write` copies the state to host memory (:func:`host_copy`; that memory, the state's size,
     is kept for the next copy) and hands the copy to one background thread, which writes it with
     ``torch.save`` to a temporary file and renames it onto ``path``: a kill during a write leaves the
-    previous checkpoint whole. At most one write is in flight: a write due while the previous one
+    previous checkpoint whole, and the partial temporary file it leaves (hidden beside ``path``, as large
+    as the checkpoint) is removed when the next session of the run starts (:func:`remove_partial_writes`).
+    At most one write is in flight: a write due while the previous one
     runs waits for it (skipping would make the checkpoint steps depend on disk speed; waiting only
     happens when writes take longer than the interval, which the interval is chosen to avoid). A
     write that failed raises :class:`CheckpointError`, naming ``path``, at the next :meth:`write` or
@@ -43,6 +45,8 @@ class Checkpointer:
     def __init__(self, path: Path | None, device: torch.device, every: int | None, minutes: float | None,
                  clock: Callable[[], float] = time.monotonic):
         self.path, self.device, self.every, self.minutes, self.clock = path, device, every, minutes, clock
+        if path is not None:
+            remove_partial_writes(path)
         self.last = clock()
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self.pending: Future | None = None
@@ -86,6 +90,14 @@ class Checkpointer:
             if kind is None:
                 raise
             log.error("%s", failed)  # the error already leaving is the one to report
+
+
+def remove_partial_writes(path: Path) -> None:
+    """Remove the temporary files of writes to ``path`` that a kill cut short (:func:`gpstudy.io.atomic_path`
+    names them ``.{name}.{random}.part`` beside it); only a run that owns ``path``, before its first write."""
+    for partial in path.parent.glob(f".{path.name}.*.part"):
+        log.info("removed %s, a checkpoint write cut short", partial)
+        partial.unlink(missing_ok=True)
 
 
 def host_copy(state: Any, device: torch.device, into: Any = None) -> tuple[Any, torch.cuda.Event | None]:

@@ -128,9 +128,12 @@ def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_one_before_bit_id
                             capture_output=True, text=True, timeout=120)
     assert killed.returncode == -9, killed.stderr
     assert torch.load(tmp_path / "b/c.pt", weights_only=True)["step"] == 5  # the previous checkpoint, whole
+    partial = list((tmp_path / "b").glob(".c.pt.*"))  # the write the kill cut short (88-288 MB on a real run)
+    assert len(partial) == 1 and partial[0].stat().st_size == 1000
     settings = settings_for("svgp", 6, iterations=20, batch_size=16, eval_every=5, checkpoint_every=5)
     split = load_split(tmp_path / "split.npz")
     resumed = train_splits({0: split}, settings, {0: tmp_path / "b/run"}, tmp_path / "b/c.pt")
+    assert list((tmp_path / "b").glob(".c.pt.*")) == []  # the partial file removed at the start of the rerun
     uninterrupted = train_splits({0: split}, settings, {0: tmp_path / "a/run"}, tmp_path / "a/c.pt")
     for key in ("rmse", "test_ll", "hyperparameters"):
         assert resumed[0][key] == uninterrupted[0][key]
