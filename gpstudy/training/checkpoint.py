@@ -2,6 +2,7 @@
 thread while training goes on, and the state read back on resume."""
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -155,7 +156,8 @@ def save(path: Path, state: dict, ready: torch.cuda.Event | None = None) -> None
 
 
 def load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
-    """The state saved at ``path`` under ``fingerprint``; None if there is none or it belongs to another run.
+    """The state saved at ``path`` under ``fingerprint``; None if there is none or it belongs to another run
+    (then it is deleted, and a warning says so in the log and on the console).
 
     Loaded with ``weights_only=True``: a checkpoint holds tensors, numbers and strings, never code.
     """
@@ -167,8 +169,10 @@ def load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
         raise CheckpointError(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
                               "delete it and rerun to train afresh") from error
     if state.get("fingerprint") != fingerprint:
-        log.warning("checkpoint %s belongs to other settings, splits, start or code: discarded, training afresh",
-                    path)
+        message = f"checkpoint {path} belongs to other settings, splits, start or code: discarded, training afresh"
+        log.warning("%s", message)
+        if sys.stderr is not sys.__stderr__:  # a job's stderr and log go to its log file (gpstudy.job.log_to)
+            print(f"WARNING: {message}", file=sys.__stderr__, flush=True)  # the console, which Snakemake shows
         path.unlink()
         return None
     return state

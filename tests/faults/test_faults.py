@@ -4,6 +4,7 @@ Each test injects one fault into a tiny run and checks what happens (issue: reli
 """
 
 import copy
+import io
 import json
 import os
 import subprocess
@@ -58,13 +59,18 @@ def interrupted_checkpoint(tmp_path, settings, monkeypatch):
     return tmp_path / "c.pt"
 
 
-def test_a_checkpoint_of_other_settings_is_discarded_not_resumed(tmp_path, monkeypatch, settings_for, caplog):
+def test_a_checkpoint_of_other_settings_is_discarded_not_resumed(tmp_path, monkeypatch, settings_for, caplog, capfd):
     settings = settings_for("svgp", 6, iterations=20, batch_size=16, eval_every=5, checkpoint_every=10)
     checkpoint = interrupted_checkpoint(tmp_path, settings, monkeypatch)
     changed = settings_for("svgp", 6, iterations=20, batch_size=16, eval_every=5, checkpoint_every=10, lr=0.01)
-    resumed = train_splits({0: toy_split()}, changed, {0: tmp_path / "run"}, checkpoint)
+    capfd.readouterr()
+    with monkeypatch.context() as job:
+        job.setattr(sys, "stderr", io.StringIO())  # a job's stderr goes to its log file (gpstudy.job.log_to)
+        resumed = train_splits({0: toy_split()}, changed, {0: tmp_path / "run"}, checkpoint)
+    console = capfd.readouterr().err  # the process's own stderr, which Snakemake shows (issue 35, item 11c)
     fresh = train_splits({0: toy_split()}, changed, {0: tmp_path / "fresh"}, tmp_path / "fresh.pt")
     assert "belongs to other settings" in caplog.text
+    assert f"checkpoint {checkpoint} belongs to other settings" in console and console.count("\n") == 1
     assert resumed[0]["rmse"] == fresh[0]["rmse"]  # the new settings from the start, not the old run's state
 
 
