@@ -170,6 +170,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         results[s] = {"M_effective": method.effective_M, **data_sizes(splits[s]),
                       **{metric: float(final[metric]) for metric in metrics},
                       "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
+                      "dtype": settings.dtype,
                       "seed": settings.seed + s, "batch_splits": list(splits),
                       "status": _status(split_curve, ("objective", *metrics)),
                       "hyperparameters": {name: values[index] for name, values in readable.items()}}
@@ -236,7 +237,7 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
                        "seconds": np.nan,
-                       "device": settings.device, "seed": settings.seed + s,
+                       "device": settings.device, "dtype": settings.dtype, "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}
     for s, metrics in results.items():

@@ -155,10 +155,11 @@ def test_a_cholesky_that_no_jitter_saves_is_a_failed_row(tmp_path, settings_for,
         raise CholeskyError("not positive definite")
 
     monkeypatch.setattr(run_module, "fit", failing)
-    metrics = run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5), {0: tmp_path / "run"},
+    metrics = run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5, dtype="float32"), {0: tmp_path / "run"},
                          tmp_path / "c.pt", {0: {"dataset": "toy"}})
     written = json.loads((tmp_path / "run/metrics.json").read_text())
     assert written["status"] == "failed: CholeskyError: not positive definite" and np.isnan(metrics[0]["rmse"])
+    assert written["dtype"] == "float32"  # what it failed at (issue 35, item 11d)
 
 
 def test_a_nan_training_target_fails_the_job_naming_the_split(tmp_path, settings_for):

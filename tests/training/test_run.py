@@ -32,11 +32,14 @@ def test_when_checkpoints_are_taken_is_not_what_they_belong_to(settings_for):
 
 
 def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_path):
-    """n_train, n_test and D in metrics.json: the tables' N and D (after any dropped feature) come from them."""
+    """n_train, n_test and D in metrics.json: the tables' N and D (after any dropped feature) come from them;
+    and the dtype it trained in (issue 35, item 11d)."""
     rng = np.random.default_rng(0)
     n, n_test, d = 12, 5, 3
     split = Split(x_train=rng.normal(size=(n, d)), y_train=rng.normal(size=n), x_test=rng.normal(size=(n_test, d)),
                   y_test=rng.normal(size=n_test), x_mean=np.zeros(d), x_std=np.ones(d), y_mean=0.0, y_std=1.0)
-    run = settings_for("svgp", 4, iterations=2, batch_size=n, eval_every=1, pretrain=False, device="cpu")
+    run = settings_for("svgp", 4, iterations=2, batch_size=n, eval_every=1, pretrain=False, device="cpu",
+                       dtype="float32")
     results = train_splits({0: split}, run, {0: tmp_path}, tmp_path / "checkpoint.pt")
     assert (results[0]["n_train"], results[0]["n_test"], results[0]["D"]) == (n, n_test, d)
+    assert results[0]["dtype"] == "float32"
