@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 METHOD_FAILURES = (CholeskyError,)  # errors of the method itself: failed rows (any other error fails the job)
 RUN_FILES = ("metrics.json", "learning_curve.csv", "predictions.csv")  # what a run writes in its folder
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_every")  # settings that change when, not what, is saved
+PRETRAINING_READS = ("seed", "kernel", "kernel_options", "initial_lengthscale", "likelihood", "likelihood_options",
+                     "device", "dtype", "pretrain_iterations", "pretrain_subset", "pretrain_lr")  # of RunSettings, by
+# pretrain_splits: the pretraining job's params (what reruns it) hold these alone, not the training-only settings
 
 
 class SplitsProblem(Problem):
@@ -85,7 +88,8 @@ def _check_equal_sizes(splits: dict[int, Split]) -> None:
 
 
 def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int, dict]:
-    """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch."""
+    """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch; of
+    ``settings`` it reads ``PRETRAINING_READS`` alone."""
     problem = SplitsProblem(splits, settings, None)
     pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                              subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,

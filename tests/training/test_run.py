@@ -1,12 +1,13 @@
 """What a checkpoint belongs to (a rerun on another GPU of the same kind resumes; another device type does
 not), and what a run records of its data."""
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 
 from gpstudy.data import Split
-from gpstudy.training.run import run_fingerprint, train_splits
+from gpstudy.study import RunSettings
+from gpstudy.training.run import PRETRAINING_READS, pretrain_splits, run_fingerprint, train_splits
 
 
 def split() -> Split:
@@ -43,3 +44,16 @@ def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_pat
     results = train_splits({0: split}, run, {0: tmp_path}, tmp_path / "checkpoint.pt")
     assert (results[0]["n_train"], results[0]["n_test"], results[0]["D"]) == (n, n_test, d)
     assert results[0]["dtype"] == "float32"
+
+
+def test_pretraining_reads_no_setting_beyond_its_params(settings_for):
+    """The pretraining job's params are PRETRAINING_READS (rules/common.smk): every other setting, changed,
+    leaves its hyperparameters bit-identical, so that no change of it need rerun the job (issue 35, item 11b)."""
+    others = {"method": "svgp", "M": 7, "options": {"unread": 1}, "iterations": 3, "batch_size": 5, "lr": 0.5,
+              "pretrain": True, "checkpoint_minutes": 0.5, "checkpoint_every": 2, "eval_every": 3,
+              "torch_compile": True}
+    assert set(others) | set(PRETRAINING_READS) == {field.name for field in fields(RunSettings)}
+    settings = settings_for("exact", 1, pretrain_iterations=3, pretrain_subset=6)
+    assert all(getattr(settings, key) != value for key, value in others.items())
+    assert pretrain_splits({0: split()}, replace(settings, **others)) == pretrain_splits({0: split()}, settings)
+    assert pretrain_splits({0: split()}, replace(settings, pretrain_lr=0.2)) != pretrain_splits({0: split()}, settings)
