@@ -77,7 +77,7 @@ def snakemake_config(configfiles: list[Path], entries: list[str]) -> tuple[dict[
     try:
         overrides = parse_config(entries)
     except ValueError as error:
-        raise ConfigError(f"--config: {error}") from None
+        raise ConfigError(f"--config: {error}; a config file goes after --configfile") from None
     return load_traced_config(STUDY_CONFIG, *configfiles, overrides=overrides, overrides_source=OVERRIDES_SOURCE)
 
 

@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 METHOD_FAILURES = (CholeskyError,)  # errors of the method itself: failed rows (any other error fails the job)
 RUN_FILES = ("metrics.json", "learning_curve.csv", "predictions.csv")  # what a run writes in its folder
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_every")  # settings that change when, not what, is saved
+# the settings pretrain_splits reads: the pretraining job's params (what reruns it) hold these alone
 PRETRAINING_READS = ("seed", "kernel", "kernel_options", "initial_lengthscale", "likelihood", "likelihood_options",
-                     "device", "dtype", "pretrain_iterations", "pretrain_subset", "pretrain_lr")  # of RunSettings, by
-# pretrain_splits: the pretraining job's params (what reruns it) hold these alone, not the training-only settings
+                     "device", "dtype", "pretrain_iterations", "pretrain_subset", "pretrain_lr")
 
 
 class SplitsProblem(Problem):
