@@ -3,6 +3,7 @@
 import argparse
 import logging
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -13,13 +14,15 @@ from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import METHODS
 from gpstudy.metrics import TASK_METRICS
-from gpstudy.study import data_plan, dataset_of, load_config, run_settings
-from gpstudy.study.files import load_traced_config
-from gpstudy.study.provenance import CALLER, settings_lines
+from gpstudy.study import ConfigError, data_plan, dataset_of, load_config, run_settings
+from gpstudy.study.files import Sources, load_traced_config
+from gpstudy.study.provenance import settings_lines
 from gpstudy.training import run_job
 
 CONFIG_HELP = ("config files, merged in order as Snakemake merges --configfile over config.yaml "
                "(default: config.yaml; the quick study: config.yaml configs/quick.yaml)")
+STUDY_CONFIG = Path("config.yaml")  # what the Snakefile's `configfile:` reads: every default, under any --configfile
+OVERRIDES_SOURCE = "--config"  # where `gpstudy settings` says an override of its --config came from
 RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{splits}"  # default --out of `gpstudy train` ({splits}: 0-1-2)
 
 
@@ -61,6 +64,23 @@ def recorded_hashes(dataset: Dataset, root: Path = Path(".")) -> list[str]:
     return lines
 
 
+def snakemake_config(configfiles: list[Path], entries: list[str]) -> tuple[dict[str, Any], Sources]:
+    """The config a Snakemake started with ``--configfile *configfiles --config *entries`` (here) builds, and
+    where each value was set: config.yaml, each file merged over it in order, then the entries, parsed by
+    Snakemake's own parser of ``--config`` (int, float, True/False, else YAML read as strings).
+
+    Raises:
+        ConfigError: a file that does not exist, an entry that is not ``key=value``, a config the schema refuses.
+    """
+    from snakemake.cli import parse_config  # imported here: 0.7 s the other commands do without
+
+    try:
+        overrides = parse_config(entries)
+    except ValueError as error:
+        raise ConfigError(f"--config: {error}; a config file goes after --configfile") from None
+    return load_traced_config(STUDY_CONFIG, *configfiles, overrides=overrides, overrides_source=OVERRIDES_SOURCE)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``gpstudy`` console command."""
     parser = argparse.ArgumentParser(prog="gpstudy", description=__doc__)
@@ -91,7 +111,11 @@ def main(argv: list[str] | None = None) -> None:
     shown.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     shown.add_argument("--method", required=True, help="a registered method or a variant the config defines")
     shown.add_argument("--M", type=int, required=True, help="inducing or measurement points")
-    shown.add_argument("--config", type=Path, nargs="+", default=[Path("config.yaml")], help=CONFIG_HELP)
+    shown.add_argument("--configfile", type=Path, nargs="+", default=[],
+                       help="as snakemake's: config files merged in order over config.yaml")
+    shown.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE",
+                       help="as snakemake's, parsed by Snakemake's own parser and merged last: "
+                       "iterations=50 'datasets=[boston]'")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "datasets":
@@ -100,22 +124,25 @@ def main(argv: list[str] | None = None) -> None:
             for line in recorded_hashes(dataset):
                 print(line)
     elif args.command == "settings":
-        config, sources = load_traced_config(*args.config, overrides_source=CALLER)
+        try:
+            config, sources = snakemake_config(args.configfile, args.config)
+        except ConfigError as error:  # a missing file, a bad entry or key: its message names it, no traceback
+            raise SystemExit(f"gpstudy settings: {error}") from None
         print(f"{args.method} at M = {args.M} on {args.dataset}; each setting's source, lowest precedence first: "
               "training, methods.<method>, dataset_options.<dataset>, dataset_options.<dataset>.methods.<method>, "
-              "variants.<variant>, the study-wide iterations and device, the command line; a later file of "
-              "--config wins over an earlier one at the same key")
+              "variants.<variant>, the study-wide iterations and device, the command line; the config as Snakemake "
+              "builds it: config.yaml, each --configfile over it in order, then --config")
         for line in settings_lines(config, sources, args.dataset, args.method, args.M):
             print(line)
     elif args.command == "prepare":
-        config = load_config(*args.config, overrides={"mirror": args.mirror})
+        config = load_config(*args.config, overrides={"mirror": args.mirror} if args.mirror else None)
         for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
             print(ensure_split(config, args.dataset, split))
     elif args.command == "train":
         keep_freed_memory()
         if args.threads:
             torch.set_num_threads(args.threads)
-        config = load_config(*args.config, overrides={"mirror": args.mirror})
+        config = load_config(*args.config, overrides={"mirror": args.mirror} if args.mirror else None)
         settings = run_settings(config, args.dataset, method=args.method, M=args.M, iterations=args.iterations,
                                 device=args.device)
         settings.check(dataset_of(config, args.dataset))

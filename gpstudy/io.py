@@ -3,6 +3,7 @@
 import contextlib
 import errno
 import functools
+import glob
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ from typing import Any
 SOURCE_SUFFIXES = (".py", ".yaml", ".tsv")  # the package files whose content is the code of a run
 REMAKE = "delete it and rerun to make it again"  # what to do with a damaged file of the pipeline's own
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # errors of a full disk or a full quota
+PARTIAL = ".part"  # what the temporary file of an atomic write carries before its suffix
 
 UMASK = os.umask(0o022)  # the process's umask, read (and restored) once at import
 os.umask(UMASK)
@@ -36,7 +38,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part" + suffix)
+    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=PARTIAL + suffix)
     os.close(handle)
     tmp = Path(tmp_name)
     os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes 0600; give the final file the usual permissions
@@ -49,6 +51,13 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def partial_writes(path: str | Path) -> list[Path]:
+    """The temporary files of :func:`atomic_path` writes to ``path`` that a kill cut short, beside it
+    (``.{name}.{random}.part{suffix}``); only their owner may remove them, before it writes again."""
+    path = Path(path)
+    return sorted(path.parent.glob(f"{glob.escape('.' + path.name)}.*{PARTIAL}*"))
 
 
 def no_space(error: BaseException) -> bool:

@@ -11,8 +11,9 @@ from gpstudy.metrics import METRIC_NAMES
 METRICS = list(METRIC_NAMES)  # every task's test metrics
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
 RUN_COLUMNS = [*LABELS, "M_effective", "n_train", "n_test", "D", *METRICS, "iterations", "seconds", "device",
-               "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty
-OPTIONAL_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # absent from an older version's runs.csv (read as empty)
+               "dtype", "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty
+SIZE_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # integers, empty beside a failed run
+OPTIONAL_COLUMNS = [*SIZE_COLUMNS, "dtype"]  # absent from an older version's runs.csv (read as empty)
 SHOWN = 5  # at most this many runs or lines named in an error
 
 
@@ -21,7 +22,7 @@ def collect_runs(metrics_files: Iterable[Path]) -> pd.DataFrame:
     (the same ``LABELS``) are an error naming them."""
     metrics_files = list(map(Path, metrics_files))
     frame = pd.DataFrame([read_run(path) for path in metrics_files], columns=RUN_COLUMNS)
-    frame = frame.astype({column: "Int64" for column in OPTIONAL_COLUMNS})  # a failed run's are empty, the rest stay integers
+    frame = frame.astype({column: "Int64" for column in SIZE_COLUMNS})  # a failed run's are empty, the rest stay integers
     _refuse_duplicates(frame, "metrics.json files", lambda rows: ", ".join(str(metrics_files[row]) for row in rows))
     return frame.sort_values(LABELS, ignore_index=True)
 

@@ -11,6 +11,7 @@ from gpstudy.metrics import TASK_METRICS
 from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, splits_of, study_jobs,
                            validate_config)
 from gpstudy.study.settings import exact_gp_settings, run_settings
+from gpstudy.training.run import PRETRAINING_READS
 
 validate_config(config)
 
@@ -100,7 +101,10 @@ def exact_settings(dataset):
 
 
 def pretrain_settings_params(wildcards):
-    return asdict(pretrain_settings(wildcards))
+    """The settings pretraining reads (gpstudy.training.run.PRETRAINING_READS): a training-only one (lr,
+    iterations, eval_every, the checkpoint schedule) changed reruns training, not pretraining."""
+    settings = pretrain_settings(wildcards)
+    return {key: getattr(settings, key) for key in PRETRAINING_READS}
 
 
 def pretrain_gpus(wildcards):

@@ -225,6 +225,13 @@ def test_each_change_reruns_exactly_the_jobs_that_depend_on_it(study, new_sha256
         "seed": ({"seed": 3}, FROM_SPLIT),
         "mirror": ({"mirror": workdir / "elsewhere"}, {}),  # where a pinned file is found, not what it is
         "url": ({"data": {"source": {**SOURCE, "sha256": sha256, "url": "https://example.org/mydata.csv"}}}, {}),
+        # a training-only setting reruns training, not pretraining, which reads none of them (issue 35, item 11b)
+        "lr": ({"data": {"lr": 0.02}}, TRAINING),
+        "iterations": ({"iterations": 30}, TRAINING),
+        "eval_every": ({"data": {"eval_every": 5}}, TRAINING),
+        "checkpoint_every": ({"data": {"checkpoint_every": 5}}, TRAINING),
+        "pretrain_lr": ({"data": {"pretrain_lr": 0.05}}, {"pretrain": 1, **TRAINING}),
+        "pretrain_subset": ({"data": {"pretrain_subset": 20}}, {"pretrain": 1, **TRAINING}),
     }
     configs = [overlay(workdir, name, **{"sha256": sha256, "mirror": mirror, **changes}) for name, (changes, _) in
                cases.items()]

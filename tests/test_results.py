@@ -20,10 +20,10 @@ def metrics(split: int, rmse: float, **changes) -> dict:
 def runs_csv(tmp_path):
     """A runs.csv of three runs as collect_runs writes it."""
     files = []
-    for split, rmse in enumerate([3.0, 3.2, 2.9]):
+    for split, (rmse, dtype) in enumerate(zip([3.0, 3.2, 2.9], ["float64", "float32", "mixed"])):
         files.append(tmp_path / f"split{split}" / "metrics.json")
         files[-1].parent.mkdir()
-        files[-1].write_text(json.dumps(metrics(split, rmse)))
+        files[-1].write_text(json.dumps(metrics(split, rmse, dtype=dtype)))
     path = tmp_path / "runs.csv"
     collect_runs(files).to_csv(path, index=False)
     return path
@@ -53,6 +53,13 @@ def test_sizes_stay_integers_beside_a_failed_run(tmp_path):
 def test_a_runs_csv_without_m_effective_reads_as_unknown(runs_csv):
     pd.read_csv(runs_csv).drop(columns="M_effective").to_csv(runs_csv, index=False)  # an older version's
     assert read_runs(runs_csv)["M_effective"].isna().all()
+
+
+def test_the_dtype_a_run_trained_in_is_a_column(runs_csv):
+    """Issue 35, item 11d: ``training.dtype`` changes every number; runs.csv says which each run had."""
+    assert read_runs(runs_csv)["dtype"].tolist() == ["float64", "float32", "mixed"]
+    pd.read_csv(runs_csv).drop(columns="dtype").to_csv(runs_csv, index=False)  # an older version's
+    assert read_runs(runs_csv)["dtype"].isna().all()
 
 
 @pytest.mark.parametrize("cut", [

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from gpstudy.study.schema import ConfigError
 from gpstudy.study.validate import validate_config
 
 KeyPath = tuple[str, ...]  # a config key path, e.g. ("dataset_options", "mnist", "likelihood")
@@ -35,7 +36,11 @@ class Sources:
 
 def load_config(*files: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Config files merged in order (nested keys merged, as Snakemake's ``--configfile`` does), then
-    ``overrides`` (None values ignored), validated."""
+    ``overrides`` (as Snakemake merges its ``--config`` entries: a None value sets the key to null), validated.
+
+    Raises:
+        ConfigError: a file that does not exist (naming it), or a config the schema refuses.
+    """
     return load_traced_config(*files, overrides=overrides)[0]
 
 
@@ -46,11 +51,12 @@ def load_traced_config(*files: str | Path, overrides: dict[str, Any] | None = No
     config: dict[str, Any] = {}
     sources = Sources()
     for path in files:
+        if not Path(path).is_file():
+            raise ConfigError(f"config file {path}: no such file")
         text = Path(path).read_text()
         merge(config, yaml.safe_load(text) or {}, sources.set_by, str(path))
         sources.lines[str(path)] = key_lines(text)
-    merge(config, {key: value for key, value in (overrides or {}).items() if value is not None}, sources.set_by,
-          overrides_source)
+    merge(config, overrides or {}, sources.set_by, overrides_source)
     validate_config(config)
     return config, sources
 

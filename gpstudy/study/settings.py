@@ -190,14 +190,14 @@ def traced_run_settings(config: dict[str, Any], dataset: str | None,
                        **{name: values[name] for name in training}), sources
 
 
-def exact_gp_settings(config: dict[str, Any], dataset: str | None) -> RunSettings:
+def exact_gp_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) -> RunSettings:
     """The settings of the exact GP beside the training runs on ``dataset``: hyperparameter pretraining
     (at most ``pretrain_subset`` points) and Figure 4's reference posterior. They are
     :func:`run_settings`' for method ``exact`` but without the study-wide ``device``, which sets the
     device of training runs only: the exact GP's device comes from ``methods.exact.device`` (cpu in
     config.yaml), unless a data set's options set one, so a study moved to CUDA keeps these small jobs
-    on the CPU (on a cluster: on its CPU partition, with no GPU)."""
-    return run_settings({**config, "device": None}, dataset, method="exact", M=1)
+    on the CPU (on a cluster: on its CPU partition, with no GPU). ``overrides`` as :func:`run_settings`'."""
+    return run_settings({**config, "device": None}, dataset, method="exact", M=1, **overrides)
 
 
 def _validate(value: dict, schema: dict, what: str) -> None:

@@ -2,6 +2,7 @@
 thread while training goes on, and the state read back on resume."""
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -10,7 +11,7 @@ from typing import Any
 
 import torch
 
-from gpstudy.io import atomic_path
+from gpstudy.io import atomic_path, partial_writes
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,9 @@ class Checkpointer:
     :meth:`write` copies the state to host memory (:func:`host_copy`; that memory, the state's size,
     is kept for the next copy) and hands the copy to one background thread, which writes it with
     ``torch.save`` to a temporary file and renames it onto ``path``: a kill during a write leaves the
-    previous checkpoint whole. At most one write is in flight: a write due while the previous one
+    previous checkpoint whole, and the partial temporary file it leaves (hidden beside ``path``, as large
+    as the checkpoint) is removed when the next session of the run starts (:func:`remove_partial_writes`).
+    At most one write is in flight: a write due while the previous one
     runs waits for it (skipping would make the checkpoint steps depend on disk speed; waiting only
     happens when writes take longer than the interval, which the interval is chosen to avoid). A
     write that failed raises :class:`CheckpointError`, naming ``path``, at the next :meth:`write` or
@@ -43,6 +46,8 @@ class Checkpointer:
     def __init__(self, path: Path | None, device: torch.device, every: int | None, minutes: float | None,
                  clock: Callable[[], float] = time.monotonic):
         self.path, self.device, self.every, self.minutes, self.clock = path, device, every, minutes, clock
+        if path is not None:
+            remove_partial_writes(path)
         self.last = clock()
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self.pending: Future | None = None
@@ -86,6 +91,14 @@ class Checkpointer:
             if kind is None:
                 raise
             log.error("%s", failed)  # the error already leaving is the one to report
+
+
+def remove_partial_writes(path: Path) -> None:
+    """Remove the temporary files of writes to ``path`` that a kill cut short (:func:`gpstudy.io.partial_writes`);
+    only a run that owns ``path``, before its first write."""
+    for partial in partial_writes(path):
+        log.info("removed %s, a checkpoint write cut short", partial)
+        partial.unlink(missing_ok=True)
 
 
 def host_copy(state: Any, device: torch.device, into: Any = None) -> tuple[Any, torch.cuda.Event | None]:
@@ -143,7 +156,8 @@ def save(path: Path, state: dict, ready: torch.cuda.Event | None = None) -> None
 
 
 def load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
-    """The state saved at ``path`` under ``fingerprint``; None if there is none or it belongs to another run.
+    """The state saved at ``path`` under ``fingerprint``; None if there is none or it belongs to another run
+    (then it is deleted, and a warning says so in the log and on the console).
 
     Loaded with ``weights_only=True``: a checkpoint holds tensors, numbers and strings, never code.
     """
@@ -155,8 +169,10 @@ def load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
         raise CheckpointError(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
                               "delete it and rerun to train afresh") from error
     if state.get("fingerprint") != fingerprint:
-        log.warning("checkpoint %s belongs to other settings, splits, start or code: discarded, training afresh",
-                    path)
+        message = f"checkpoint {path} belongs to other settings, splits, start or code: discarded, training afresh"
+        log.warning("%s", message)
+        if sys.stderr is not sys.__stderr__:  # a job's stderr and log go to its log file (gpstudy.job.log_to)
+            print(f"WARNING: {message}", file=sys.__stderr__, flush=True)  # the console, which Snakemake shows
         path.unlink()
         return None
     return state

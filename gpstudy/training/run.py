@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 METHOD_FAILURES = (CholeskyError,)  # errors of the method itself: failed rows (any other error fails the job)
 RUN_FILES = ("metrics.json", "learning_curve.csv", "predictions.csv")  # what a run writes in its folder
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_every")  # settings that change when, not what, is saved
+# the settings pretrain_splits reads: the pretraining job's params (what reruns it) hold these alone
+PRETRAINING_READS = ("seed", "kernel", "kernel_options", "initial_lengthscale", "likelihood", "likelihood_options",
+                     "device", "dtype", "tf32", "pretrain_iterations", "pretrain_subset", "pretrain_lr")
 
 
 class SplitsProblem(Problem):
@@ -86,7 +89,8 @@ def _check_equal_sizes(splits: dict[int, Split]) -> None:
 
 
 def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int, dict]:
-    """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch."""
+    """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch; of
+    ``settings`` it reads ``PRETRAINING_READS`` alone."""
     problem = SplitsProblem(splits, settings, None)
     pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                              subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,
@@ -171,7 +175,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         results[s] = {"M_effective": method.effective_M, **data_sizes(splits[s]),
                       **{metric: float(final[metric]) for metric in metrics},
                       "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
-                      "tf32": tf32_settings(),
+                      "dtype": settings.dtype, "tf32": tf32_settings(),
                       "seed": settings.seed + s, "batch_splits": list(splits),
                       "status": _status(split_curve, ("objective", *metrics)),
                       "hyperparameters": {name: values[index] for name, values in readable.items()}}
@@ -238,7 +242,8 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
                        "seconds": np.nan,
-                       "device": settings.device, "tf32": tf32_settings(), "seed": settings.seed + s,
+                       "device": settings.device, "dtype": settings.dtype, "tf32": tf32_settings(),
+                       "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}
     for s, metrics in results.items():

@@ -4,6 +4,7 @@ Each test injects one fault into a tiny run and checks what happens (issue: reli
 """
 
 import copy
+import io
 import json
 import os
 import subprocess
@@ -58,13 +59,18 @@ def interrupted_checkpoint(tmp_path, settings, monkeypatch):
     return tmp_path / "c.pt"
 
 
-def test_a_checkpoint_of_other_settings_is_discarded_not_resumed(tmp_path, monkeypatch, settings_for, caplog):
+def test_a_checkpoint_of_other_settings_is_discarded_not_resumed(tmp_path, monkeypatch, settings_for, caplog, capfd):
     settings = settings_for("svgp", 6, iterations=20, batch_size=16, eval_every=5, checkpoint_every=10)
     checkpoint = interrupted_checkpoint(tmp_path, settings, monkeypatch)
     changed = settings_for("svgp", 6, iterations=20, batch_size=16, eval_every=5, checkpoint_every=10, lr=0.01)
-    resumed = train_splits({0: toy_split()}, changed, {0: tmp_path / "run"}, checkpoint)
+    capfd.readouterr()
+    with monkeypatch.context() as job:
+        job.setattr(sys, "stderr", io.StringIO())  # a job's stderr goes to its log file (gpstudy.job.log_to)
+        resumed = train_splits({0: toy_split()}, changed, {0: tmp_path / "run"}, checkpoint)
+    console = capfd.readouterr().err  # the process's own stderr, which Snakemake shows (issue 35, item 11c)
     fresh = train_splits({0: toy_split()}, changed, {0: tmp_path / "fresh"}, tmp_path / "fresh.pt")
     assert "belongs to other settings" in caplog.text
+    assert f"checkpoint {checkpoint} belongs to other settings" in console and console.count("\n") == 1
     assert resumed[0]["rmse"] == fresh[0]["rmse"]  # the new settings from the start, not the old run's state
 
 
@@ -128,9 +134,12 @@ def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_one_before_bit_id
                             capture_output=True, text=True, timeout=120)
     assert killed.returncode == -9, killed.stderr
     assert torch.load(tmp_path / "b/c.pt", weights_only=True)["step"] == 5  # the previous checkpoint, whole
+    partial = list((tmp_path / "b").glob(".c.pt.*"))  # the write the kill cut short (88-288 MB on a real run)
+    assert len(partial) == 1 and partial[0].stat().st_size == 1000
     settings = settings_for("svgp", 6, iterations=20, batch_size=16, eval_every=5, checkpoint_every=5)
     split = load_split(tmp_path / "split.npz")
     resumed = train_splits({0: split}, settings, {0: tmp_path / "b/run"}, tmp_path / "b/c.pt")
+    assert list((tmp_path / "b").glob(".c.pt.*")) == []  # the partial file removed at the start of the rerun
     uninterrupted = train_splits({0: split}, settings, {0: tmp_path / "a/run"}, tmp_path / "a/c.pt")
     for key in ("rmse", "test_ll", "hyperparameters"):
         assert resumed[0][key] == uninterrupted[0][key]
@@ -146,10 +155,11 @@ def test_a_cholesky_that_no_jitter_saves_is_a_failed_row(tmp_path, settings_for,
         raise CholeskyError("not positive definite")
 
     monkeypatch.setattr(run_module, "fit", failing)
-    metrics = run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5), {0: tmp_path / "run"},
+    metrics = run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5, dtype="float32"), {0: tmp_path / "run"},
                          tmp_path / "c.pt", {0: {"dataset": "toy"}})
     written = json.loads((tmp_path / "run/metrics.json").read_text())
     assert written["status"] == "failed: CholeskyError: not positive definite" and np.isnan(metrics[0]["rmse"])
+    assert written["dtype"] == "float32"  # what it failed at (issue 35, item 11d)
 
 
 def test_a_nan_training_target_fails_the_job_naming_the_split(tmp_path, settings_for):

@@ -1,7 +1,7 @@
 """What a checkpoint belongs to (a rerun on another GPU of the same kind resumes; another device type does
 not), and what a run records of its data."""
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 import torch
@@ -10,7 +10,8 @@ import gpstudy.training.run as run_module
 from gpstudy.data import Split
 from gpstudy.gaussian import CholeskyError
 from gpstudy.io import read_json
-from gpstudy.training.run import run_fingerprint, run_splits, train_splits
+from gpstudy.study import RunSettings
+from gpstudy.training.run import PRETRAINING_READS, pretrain_splits, run_fingerprint, run_splits, train_splits
 
 
 def split() -> Split:
@@ -36,14 +37,17 @@ def test_when_checkpoints_are_taken_is_not_what_they_belong_to(settings_for):
 
 
 def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_path):
-    """n_train, n_test and D in metrics.json: the tables' N and D (after any dropped feature) come from them."""
+    """n_train, n_test and D in metrics.json: the tables' N and D (after any dropped feature) come from them;
+    and the dtype it trained in (issue 35, item 11d)."""
     rng = np.random.default_rng(0)
     n, n_test, d = 12, 5, 3
     split = Split(x_train=rng.normal(size=(n, d)), y_train=rng.normal(size=n), x_test=rng.normal(size=(n_test, d)),
                   y_test=rng.normal(size=n_test), x_mean=np.zeros(d), x_std=np.ones(d), y_mean=0.0, y_std=1.0)
-    run = settings_for("svgp", 4, iterations=2, batch_size=n, eval_every=1, pretrain=False, device="cpu")
+    run = settings_for("svgp", 4, iterations=2, batch_size=n, eval_every=1, pretrain=False, device="cpu",
+                       dtype="float32")
     results = train_splits({0: split}, run, {0: tmp_path}, tmp_path / "checkpoint.pt")
     assert (results[0]["n_train"], results[0]["n_test"], results[0]["D"]) == (n, n_test, d)
+    assert results[0]["dtype"] == "float32"
 
 
 def test_a_run_sets_and_records_its_tf32_setting(settings_for, tmp_path, monkeypatch):
@@ -64,3 +68,16 @@ def test_a_run_sets_and_records_its_tf32_setting(settings_for, tmp_path, monkeyp
         assert settings_for("svgp", 4).tf32 is False
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_pretraining_reads_no_setting_beyond_its_params(settings_for):
+    """The pretraining job's params are PRETRAINING_READS (rules/common.smk): every other setting, changed,
+    leaves its hyperparameters bit-identical, so that no change of it need rerun the job (issue 35, item 11b)."""
+    others = {"method": "svgp", "M": 7, "options": {"unread": 1}, "iterations": 3, "batch_size": 5, "lr": 0.5,
+              "pretrain": True, "checkpoint_minutes": 0.5, "checkpoint_every": 2, "eval_every": 3,
+              "torch_compile": True}
+    assert set(others) | set(PRETRAINING_READS) == {field.name for field in fields(RunSettings)}
+    settings = settings_for("exact", 1, pretrain_iterations=3, pretrain_subset=6)
+    assert all(getattr(settings, key) != value for key, value in others.items())
+    assert pretrain_splits({0: split()}, replace(settings, **others)) == pretrain_splits({0: split()}, settings)
+    assert pretrain_splits({0: split()}, replace(settings, pretrain_lr=0.2)) != pretrain_splits({0: split()}, settings)
