@@ -18,7 +18,7 @@ rule fetch:
     benchmark:
         "results/benchmarks/fetch/{dataset}_{protocol}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/fetch.py"
 
@@ -35,7 +35,7 @@ rule tabulate:
     benchmark:
         "results/benchmarks/tabulate/{dataset}_{protocol}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/tabulate.py"
 
@@ -53,6 +53,6 @@ rule split:
     benchmark:
         "results/benchmarks/split/{dataset}/{protocol}/split{split}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/split.py"
