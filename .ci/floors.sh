@@ -27,6 +27,10 @@ trap 'rm -rf "$study"' EXIT
 "$venv/bin/snakemake" --cores 2 --configfile configs/quick.yaml --directory "$study" \
     --config mirror="$mirror" 'datasets=[concrete]' splits=1
 test -s "$study/results/runs.csv"
+# the Excel readers (pandas' calamine engine): the slice reads Concrete's index files, and
+# tests/data/test_uci.py skips unless the data copies lie beside the checkout (../shared/data)
+"$venv/bin/python" -c "import sys; from pathlib import Path; from gpstudy.data import uci
+for name in ('concrete', 'energy'): print(name, getattr(uci, 'read_' + name)(Path(sys.argv[1]) / name).x.shape)" "$mirror"
 
 "$venv/bin/pytest" -p no:cacheprovider -n 2 \
     tests/test_environment.py tests/training/test_fit.py tests/test_kmeans.py tests/likelihoods \
