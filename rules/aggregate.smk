@@ -21,7 +21,7 @@ rule collect:
     benchmark:
         "results/benchmarks/aggregate/collect.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/collect.py"
 
@@ -39,7 +39,7 @@ rule tables:
     benchmark:
         "results/benchmarks/aggregate/tables_{experiment}_{metric}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/tables.py"
 
@@ -55,7 +55,7 @@ rule violins:
     benchmark:
         "results/benchmarks/aggregate/violins_{experiment}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/violins.py"
 
@@ -73,7 +73,7 @@ rule posteriors:
     benchmark:
         "results/benchmarks/aggregate/posteriors_{experiment}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/posteriors.py"
 
@@ -90,7 +90,7 @@ rule learning_curves:
     benchmark:
         "results/benchmarks/aggregate/learning_curves_{experiment}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/learning_curves.py"
 
@@ -109,7 +109,7 @@ rule exact_reference:
     benchmark:
         "results/benchmarks/aggregate/exact_reference_{experiment}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/exact_reference.py"
 
@@ -128,6 +128,6 @@ rule claims:
     benchmark:
         "results/benchmarks/aggregate/claims.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/claims.py"

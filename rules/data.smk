@@ -21,7 +21,7 @@ rule fetch:
     benchmark:
         "results/benchmarks/fetch/{dataset}_{protocol}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/fetch.py"
 
@@ -38,7 +38,7 @@ rule tabulate:
     benchmark:
         "results/benchmarks/tabulate/{dataset}_{protocol}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/tabulate.py"
 
@@ -56,6 +56,6 @@ rule split:
     benchmark:
         "results/benchmarks/split/{dataset}/{protocol}/split{split}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/split.py"

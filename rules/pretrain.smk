@@ -16,6 +16,6 @@ rule pretrain:
     benchmark:
         "results/benchmarks/pretrain/{dataset}/{protocol}/split{split}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/pretrain.py"

@@ -24,6 +24,6 @@ rule train:
     benchmark:
         "results/benchmarks/train/{experiment}/{dataset}/{method}/M{M}/splits{splits}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/gpstudy.yml"
     script:
         "../scripts/train.py"

@@ -1,5 +1,6 @@
 """The one training loop every method runs: seeded, device-agnostic, checkpointed and resumable."""
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -60,6 +61,13 @@ def train_iteration(method: Method, optimizer: torch.optim.Optimizer, sampler: B
 
 
 STEP_SOURCE = "L['step']"  # the step argument of ``Method.loss``, as torch.compile names it
+
+
+def step_as_symbol_supported() -> bool:
+    """Whether this torch can be told to compile the loss's step as a symbol from the first call
+    (``torch.compiler.config.dynamic_sources``, torch >= 2.7); an older torch compiles the step as the
+    constant 1 first and again, as a symbol, at step 2 (the same numbers, one more compile)."""
+    return hasattr(getattr(torch.compiler, "config", None), "dynamic_sources")
 
 
 def fit(
@@ -123,10 +131,12 @@ def fit(
         log.info("resumed from %s at iteration %d", checkpoint, start)
     checkpoints = Checkpointer(checkpoint, x_train.device, checkpoint_every, checkpoint_minutes)
     loss_function = torch.compile(method.loss) if torch_compile else None
+    # the loss's step (an int, new every iteration) compiled as a symbol from the start, not first as
+    # the constant 1 and again at step 2, where this torch can be told so
+    step_as_symbol = (torch.compiler.config.patch(dynamic_sources=STEP_SOURCE)
+                      if torch_compile and step_as_symbol_supported() else contextlib.nullcontext())
     tic = time.perf_counter()
-    # leaving waits for the checkpoint being written; the loss's step (an int, new every iteration) is
-    # compiled as a symbol from the start, not first as the constant 1 and again at step 2
-    with checkpoints, torch.compiler.config.patch(dynamic_sources=STEP_SOURCE):
+    with checkpoints, step_as_symbol:  # leaving waits for the checkpoint being written
         for step in range(start, iterations + 1):
             loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators, loss_function)
             if step % eval_every == 0 or step == iterations:
