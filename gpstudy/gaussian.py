@@ -114,19 +114,29 @@ def add_jitter(matrix: Tensor) -> Tensor:
 
 
 class FactorChecks:
-    """The ``info`` of every factorization made inside :func:`deferred_factor_checks`, looked at once; a
-    matrix with non-finite entries (its split already lost) records none, since no retry can save it."""
+    """The ``info`` of every factorization made inside :func:`deferred_factor_checks`, looked at once."""
 
     def __init__(self):
         self.infos: list[Tensor] = []
 
-    def any_failed(self) -> bool:
-        """Whether any factorization of a finite matrix failed: the one host read (a deliberate
-        synchronisation). On the ``meta`` device, which has no values, nothing is read and nothing failed."""
+    def any_failed(self, lost: Tensor | None = None) -> bool:
+        """Whether any factorization failed: a host read (a deliberate synchronisation). On the ``meta``
+        device, which has no values, nothing is read and nothing failed.
+
+        Args:
+            lost: which splits of a batch ``[S]`` are already lost (no retry can save their factors): their
+                failures are left out, unless every split is lost; a factorization without the leading split
+                dimension counts whole. None: every failure counts.
+        """
         if not self.infos or self.infos[0].device.type == "meta":
             return False
+        failed = [info != 0 for info in self.infos]
+        if lost is not None:
+            kept = ~lost | lost.all()
+            failed = [each & kept.reshape(-1, *[1] * (each.dim() - 1)) if each.shape[:1] == lost.shape else each
+                      for each in failed]
         with deliberate():
-            return bool(torch.cat([info.reshape(-1) for info in self.infos]).any())  # info != 0: failed
+            return bool(torch.cat([each.reshape(-1) for each in failed]).any())
 
 
 _deferred: list[FactorChecks] = []  # the innermost active ``deferred_factor_checks``, if any
@@ -136,8 +146,7 @@ _deferred: list[FactorChecks] = []  # the innermost active ``deferred_factor_che
 def deferred_factor_checks() -> Iterator[FactorChecks]:
     """Inside, :func:`cholesky` returns its factor without looking at it on the host and records its
     ``info``; the caller looks once (``any_failed``) and, if anything failed, runs the work again outside,
-    where the failed matrices take the jitter path. So a training step synchronises once, not per factor,
-    and a split already lost (non-finite matrices) does not make its neighbours' steps run twice."""
+    where the failed matrices take the jitter path. So a training step synchronises once, not per factor."""
     checks = FactorChecks()
     _deferred.append(checks)
     try:
@@ -152,11 +161,6 @@ def active_factor_checks() -> FactorChecks | None:
     return _deferred[-1] if _deferred else None
 
 
-def _lost(matrix: Tensor) -> Tensor:
-    """Whether each matrix of ``[..., n, n]`` has a non-finite entry (its split already lost), ``[...]``."""
-    return ~torch.isfinite(matrix).flatten(-2).all(-1)
-
-
 def cholesky(matrix: Tensor) -> Tensor:
     """Lower Cholesky factor, retrying the failed matrices of a batch with growing jitter.
 
@@ -167,24 +171,21 @@ def cholesky(matrix: Tensor) -> Tensor:
     matrix of the call fails, ``CholeskyError`` names the size and the last jitter tried.
 
     Inside :func:`deferred_factor_checks` the factor is returned unchecked and its ``info`` recorded for
-    the caller's one check, except a lost matrix's: it records no failure, since no retry can save it
-    (unless every matrix of the call is lost: the checked rerun then raises ``CholeskyError`` as above).
-    A failed or lost matrix's factor is NaN there, never LAPACK's partial factor, which a later operator
-    of the same step (``cholesky_inverse``) would refuse with an error before the one check reruns it.
+    the caller's one check (a failed matrix's factor is LAPACK's partial one, which a later operator may
+    refuse with ``torch.linalg.LinAlgError``: ``gpstudy.optim.optimizer_step`` then reruns the step checked).
 
     Args:
         matrix: symmetric ``[..., n, n]``.
     """
     factor, info = torch.linalg.cholesky_ex(matrix)
     if _deferred:
-        lost = _lost(matrix)
-        _deferred[-1].infos.append(torch.where(lost & ~lost.all(), 0, info))
-        return torch.where((lost | (info != 0))[..., None, None], torch.nan, factor)
+        _deferred[-1].infos.append(info)
+        return factor
     if not info.any():
         return factor
     size, tried = matrix.shape[-1], 0.0
     with torch.no_grad():  # find each failed matrix's jitter, then factorize once with gradients
-        lost = _lost(matrix)  # nothing to retry
+        lost = ~torch.isfinite(matrix).flatten(-2).all(-1)  # nothing to retry
         retry = (info > 0) & ~lost
         jitter = torch.zeros(info.shape, dtype=matrix.dtype, device=matrix.device)
         for attempt in range(numerics.CHOLESKY_MAX_TRIES):

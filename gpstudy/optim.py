@@ -29,7 +29,10 @@ def optimizer_step(optimizer: torch.optim.Optimizer, objective: Callable[[], Ten
     (``gaussian.deferred_factor_checks``): nothing is read on the host until the gradient is queued, then
     one read says whether any factor failed. If one did, the step is run again from the same random
     draws (the generators are rewound) with every factor checked at once, so that a failed matrix gets
-    its jitter (or its split's NaN) exactly as without deferral, and only then is the optimizer stepped.
+    its jitter (or its split's NaN) exactly as without deferral, and only then is the optimizer stepped;
+    so too where an operator refused a failed factor (``torch.linalg.LinAlgError``: ``cholesky_inverse``
+    on a CPU). In a batch of splits, failures of splits already lost (a trained parameter non-finite:
+    nothing can save them) cost a second read instead of the rerun, unless every split is lost.
     """
     def gradient() -> tuple[Tensor, Callable[[], None] | None]:
         loss = objective()
@@ -39,11 +42,29 @@ def optimizer_step(optimizer: torch.optim.Optimizer, objective: Callable[[], Ten
 
     rewind = draws.get_state(generators)
     with deferred_factor_checks() as checks:
-        loss, update = gradient()
-    if checks.any_failed():  # the step's one host synchronisation
+        try:
+            loss, update = gradient()
+            refused = False
+        except torch.linalg.LinAlgError:  # an operator refused a failed factor before the check
+            refused = True
+    rerun = refused or checks.any_failed()  # the step's one host synchronisation
+    if rerun and not refused and (lost := _lost_splits(optimizer, generators)) is not None:
+        rerun = checks.any_failed(lost)  # a second, where the failures may all be of splits already lost
+    if rerun:
         draws.set_state(generators, rewind)
         loss, update = gradient()
     optimizer.step()
     if update is not None:
         update()
     return loss
+
+
+def _lost_splits(optimizer: torch.optim.Optimizer, generators: draws.Generators) -> Tensor | None:
+    """Which splits of a batch ``[S]`` are lost: a parameter the optimizer trains is non-finite in them (its
+    leading split dimension); None for one split. Asked only after a factor failed."""
+    shape = draws.batch_shape(generators)
+    if not shape:
+        return None
+    flags = [~torch.isfinite(parameter.detach()).reshape(shape[0], -1).all(-1)
+             for group in optimizer.param_groups for parameter in group["params"] if parameter.shape[:1] == shape]
+    return torch.stack(flags).any(0) if flags else None

@@ -115,16 +115,22 @@ def test_cholesky_of_a_batch_jitters_and_fails_only_the_bad_matrices(generator, 
     assert torch.isfinite(good.grad).all() and good.grad.abs().sum() > 0
 
 
-def test_deferred_checks_count_no_lost_matrix_as_a_failure_unless_all_are(generator):
-    """A matrix with NaN (its split already lost) gets a NaN factor at once, as eagerly, and is no failure
-    to retry (a retry cannot save it) unless every matrix of the call is lost (the eager path raises)."""
-    good, lost = random_spd(generator, 4, 4), torch.full((4, 4), torch.nan, dtype=DTYPE)
+def test_deferred_checks_leave_out_the_failures_of_lost_splits_unless_all_are(generator):
+    """``any_failed(lost)``: a failure of a split already lost (``[S]`` flags) is no failure to retry, since no
+    retry can save it, unless every split is lost (the eager path then raises); a factorization without the
+    leading split dimension counts whole; without ``lost`` every failure counts."""
+    good, nan = random_spd(generator, 4, 4), torch.full((4, 4), torch.nan, dtype=DTYPE)
     indefinite = torch.diag(torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=DTYPE))
-    for batch, failed in ([good, lost], False), ([good, lost, indefinite], True), ([lost, lost], True):
+    for batch, lost, failed in (([good, nan], [False, True], False), ([good, indefinite], [False, True], False),
+                                ([indefinite, nan], [False, True], True), ([nan, nan], [True, True], True)):
         with gaussian.deferred_factor_checks() as checks:
-            factor = cholesky(torch.stack(batch))
-        assert checks.any_failed() is failed, len(batch)
-        assert factor[1].isnan().all() and (batch[0] is lost or torch.equal(factor[0], torch.linalg.cholesky(good)))
+            cholesky(torch.stack(batch))
+        assert checks.any_failed() is True
+        assert checks.any_failed(torch.tensor(lost)) is failed, (batch, lost)
+    with gaussian.deferred_factor_checks() as checks:
+        cholesky(torch.stack([good, good]))
+        cholesky(indefinite)  # no split dimension: counts whole
+    assert checks.any_failed(torch.tensor([False, True])) is True
 
 
 def test_kl_to_standard_normal_matches_torch(generator):
