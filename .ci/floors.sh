@@ -3,12 +3,12 @@
 # lowest allowed version (.ci/floors.py) into a fresh venv, then run the quick study's smallest slice
 # (Concrete, 1 split: fetch from a mirror, split, pretrain, 5 trainings, tables, figures, claims) and the
 # fast tests that touch each dependency. Its exit status is the proof; docs/installation.md records a run.
-#   .ci/floors.sh [MIRROR]    (default ../shared/data; FLOORS_VENV=/tmp/floors-venv, PYTHON=python3)
+#   .ci/floors.sh [MIRROR]    (default ../shared/data; FLOORS_VENV=.venv-floors, relative to the repository, PYTHON=python3)
 # On x86_64 Linux, PyPI's torch is a CUDA build: several GB with its nvidia-* wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mirror=$(realpath "${1:-../shared/data}")
-venv=${FLOORS_VENV:-/tmp/floors-venv}
+venv=${FLOORS_VENV:-.venv-floors}  # after the cd above: beside .venv in the repository
 rm -rf "$venv"
 "${PYTHON:-python3}" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
