@@ -97,3 +97,12 @@ def test_the_citation_names_the_gpnet_paper_and_the_license_is_mit():
     assert [a["family-names"] for a in paper["authors"]] == ["Shi", "Khan", "Zhu"] and paper["year"] == 2019
     assert citation["license"] == PYPROJECT["project"]["license"] == "MIT"
     assert (REPO / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_the_packaged_defaults_are_the_checkouts_config_yaml():
+    """The defaults a wheel carries are config.yaml itself (a link, not a copy that could drift)."""
+    from gpstudy.study import DEFAULT_CONFIG
+
+    assert DEFAULT_CONFIG == REPO / "gpstudy" / "config.yaml"
+    assert DEFAULT_CONFIG.is_symlink() and DEFAULT_CONFIG.readlink() == Path("../config.yaml")
+    assert "*.yaml" in PYPROJECT["tool"]["setuptools"]["package-data"]["gpstudy"]

@@ -11,6 +11,8 @@ import yaml
 from gpstudy.study.schema import ConfigError
 from gpstudy.study.validate import validate_config
 
+DEFAULT_CONFIG = Path(__file__).parents[1] / "config.yaml"  # every default: gpstudy/config.yaml, in a checkout a
+# link to the checkout's config.yaml (what the Snakefile's `configfile:` reads), in a wheel a copy of it
 KeyPath = tuple[str, ...]  # a config key path, e.g. ("dataset_options", "mnist", "likelihood")
 
 
