@@ -150,12 +150,12 @@ def write_synthetic(folder: Path, rows: int, seed: int = 0) -> None:
 def stage(workdir: Path, train_size: int, test_size: int, months: list[int] | None) -> None:
     """The data stage of the pipeline on ``workdir/mirror``: fetch, table (config.yaml's months unless
     ``months``), split 0 (run in the child)."""
-    from gpstudy.study import dataset_of, load_config
+    from gpstudy.study import DEFAULT_CONFIG, dataset_of, load_config
     from gpstudy.data import load_table, prepare_split, prepare_table
     from gpstudy.data.prepare import fetch_dataset
 
     logging.basicConfig(level=logging.INFO, format="  %(message)s")
-    config = load_config(Path(__file__).resolve().parents[1] / "config.yaml",
+    config = load_config(DEFAULT_CONFIG,
                          overrides={"dataset_options": {"airline": {"months": months}}} if months else None)
     airline, manifest = dataset_of(config, "airline"), workdir / "raw/airline/files_random.json"
     times = {"start": time.perf_counter()}

@@ -12,17 +12,16 @@ likelihood, batches of 4 (N/n = 60), M = 5; every other setting is config.yaml's
 
 import argparse
 import copy
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from gpstudy.methods import Problem, build_method
 from gpstudy.optim import adam
-from gpstudy.study import load_config, run_settings
+from gpstudy.study import DEFAULT_CONFIG, load_config, run_settings
 from gpstudy.training.fit import BatchSampler, fit, train_iteration
 
-STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # autogp_loo's options
+STUDY = load_config(DEFAULT_CONFIG)  # autogp_loo's options
 N, D, BATCH, M = 240, 2, 4, 5
 
 

@@ -26,10 +26,8 @@ import torch
 import speed  # benchmarks/speed.py, beside this script
 from gpstudy import device_check as check
 from gpstudy.io import atomic_path
-from gpstudy.study import load_config
+from gpstudy.study import DEFAULT_CONFIG, load_config
 from gpstudy.training.probes import PROBES
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def megabytes(value: int | None, device: torch.device) -> str:
@@ -110,7 +108,7 @@ def main() -> None:
         sys.exit("no CUDA device is visible to torch; run with --device cpu for a smoke test")
     warmup, steps, iterations, repeats = (2, 3, 1, 1) if args.quick else (3, 30, 10, 5)
     size = 1000 if args.quick else args.size
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULT_CONFIG)
 
     facts = check.environment(device, repeats)
     print("environment done", flush=True)

@@ -34,7 +34,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -49,11 +48,11 @@ from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.memory import keep_freed_memory
 from gpstudy.methods import Method, Problem, build_method
-from gpstudy.study import load_config, run_settings
+from gpstudy.study import DEFAULT_CONFIG, load_config, run_settings
 
 
 D, LR, NOISE_STD, WARMUP = 8, 0.003, 0.1, 5
-STUDY = load_config(Path(__file__).resolve().parents[1] / "config.yaml")  # SVGP's default options
+STUDY = load_config(DEFAULT_CONFIG)  # SVGP's default options
 
 Batch = tuple[Tensor, Tensor]
 Step = Callable[[Tensor, Tensor], Tensor]  # one Adam step on (x_batch, y_batch); returns -ELBO / N, detached

@@ -62,6 +62,7 @@ from gpstudy.training import fit
 
 ROOT = Path(__file__).resolve().parents[1]  # the tree this script belongs to ("this" of --against)
 # the methods' default options: the config.yaml beside the gpstudy imported, so that a tree's code runs with its own
+# (gpstudy.study.DEFAULT_CONFIG names the same file, but the trees of commits before it, e.g. --against 8edbaa2, lack it)
 STUDY = load_config(Path(gpstudy.__file__).resolve().parents[1] / "config.yaml")
 aten = torch.ops.aten
 COUNTED = 10  # iterations whose operators are counted after the first (a fresh Adam's state, the sampler's start)

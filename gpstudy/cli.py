@@ -1,33 +1,32 @@
-"""The ``gpstudy`` command: the pipeline's steps for one data set, outside Snakemake."""
+"""The ``gpstudy`` command: the pipeline's steps for one data set, outside Snakemake.
+
+Its defaults are the packaged config.yaml (``gpstudy.study.DEFAULT_CONFIG``), so it runs from any directory.
+Torch, and every module that imports it, is imported inside the commands that use it: ``gpstudy --help``
+and ``gpstudy --version`` start without it.
+"""
 
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
+import gpstudy
 from gpstudy import paths
-from gpstudy.data import DATASETS, PROTOCOLS, Dataset, fetch_dataset, prepare_split, prepare_table
 from gpstudy.io import read_json
-from gpstudy.likelihoods import LIKELIHOODS
-from gpstudy.memory import keep_freed_memory
-from gpstudy.methods import METHODS
-from gpstudy.metrics import TASK_METRICS
-from gpstudy.study import ConfigError, data_plan, dataset_of, load_config, run_settings
-from gpstudy.study.files import Sources, load_traced_config
-from gpstudy.study.provenance import settings_lines
-from gpstudy.training import run_job
 
-CONFIG_HELP = ("config files, merged in order as Snakemake merges --configfile over config.yaml "
-               "(default: config.yaml; the quick study: config.yaml configs/quick.yaml)")
-STUDY_CONFIG = Path("config.yaml")  # what the Snakefile's `configfile:` reads: every default, under any --configfile
+if TYPE_CHECKING:
+    from gpstudy.data import Dataset
+    from gpstudy.study.files import Sources
+
 OVERRIDES_SOURCE = "--config"  # where `gpstudy settings` says an override of its --config came from
 RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{splits}"  # default --out of `gpstudy train` ({splits}: 0-1-2)
 
 
 def ensure_split(config: dict, dataset: str, split: int) -> Path:
     """Fetch, read and split ``dataset`` as the config says, skipping files already made; the split's path."""
+    from gpstudy.data import fetch_dataset, prepare_split, prepare_table
+    from gpstudy.study import data_plan, dataset_of
+
     plan, spec = data_plan(config, dataset), dataset_of(config, dataset)
     if split not in plan.splits:
         raise ValueError(f"{dataset} has splits {list(plan.splits)} under this config, not {split}")
@@ -44,9 +43,11 @@ def ensure_split(config: dict, dataset: str, split: int) -> Path:
     return output
 
 
-def recorded_hashes(dataset: Dataset, root: Path = Path(".")) -> list[str]:
+def recorded_hashes(dataset: "Dataset", root: Path = Path(".")) -> list[str]:
     """Lines on each file of ``dataset`` that no trusted sha256 pins: the sha256 its raw manifests under
     ``root`` recorded at the first fetch (later reads are checked against it), as a config pins it."""
+    from gpstudy.data import PROTOCOLS
+
     lines = []
     for path in dataset.unpinned_files():
         recorded: dict[str, list[str]] = {}
@@ -64,44 +65,64 @@ def recorded_hashes(dataset: Dataset, root: Path = Path(".")) -> list[str]:
     return lines
 
 
-def snakemake_config(configfiles: list[Path], entries: list[str]) -> tuple[dict[str, Any], Sources]:
+def snakemake_config(configfiles: list[Path], entries: list[str],
+                     overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], "Sources"]:
     """The config a Snakemake started with ``--configfile *configfiles --config *entries`` (here) builds, and
-    where each value was set: config.yaml, each file merged over it in order, then the entries, parsed by
-    Snakemake's own parser of ``--config`` (int, float, True/False, else YAML read as strings).
+    where each value was set: the packaged config.yaml, each file merged over it in order, then the entries,
+    parsed by Snakemake's own parser of ``--config`` (int, float, True/False, else YAML read as strings), then
+    ``overrides`` (a command's own options, e.g. ``--mirror``).
 
     Raises:
         ConfigError: a file that does not exist, an entry that is not ``key=value``, a config the schema refuses.
     """
-    from snakemake.cli import parse_config  # imported here: 0.7 s the other commands do without
+    from snakemake.cli import parse_config  # imported here: 0.7 s that --help does without
+
+    from gpstudy.study import DEFAULT_CONFIG, ConfigError
+    from gpstudy.study.files import load_traced_config
 
     try:
-        overrides = parse_config(entries)
+        parsed = parse_config(entries)
     except ValueError as error:
         raise ConfigError(f"--config: {error}; a config file goes after --configfile") from None
-    return load_traced_config(STUDY_CONFIG, *configfiles, overrides=overrides, overrides_source=OVERRIDES_SOURCE)
+    for path in configfiles:
+        if not path.is_file():
+            raise ConfigError(f"config file {path}: no such file in {Path.cwd()}; --configfile takes YAML files "
+                              f"merged over the packaged defaults ({DEFAULT_CONFIG}), which need none")
+    return load_traced_config(DEFAULT_CONFIG, *configfiles, overrides={**parsed, **(overrides or {})},
+                              overrides_source=OVERRIDES_SOURCE)
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """A command's ``--configfile`` and ``--config``, as Snakemake's."""
+    parser.add_argument("--configfile", type=Path, nargs="+", default=[], metavar="FILE",
+                        help="as snakemake's: config files merged in order over the packaged config.yaml, which "
+                        "holds every default (the quick study: configs/quick.yaml)")
+    parser.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="as snakemake's, parsed by Snakemake's own parser and merged last: "
+                        "iterations=50 'datasets=[boston]'")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``gpstudy`` console command."""
-    parser = argparse.ArgumentParser(prog="gpstudy", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gpstudy", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"gpstudy {gpstudy.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("datasets", help="list the registered data sets, and the sha256 recorded for files "
                         "without a trusted one (under data/raw)")
     prepare = commands.add_parser("prepare", help="fetch a data set and write its splits under data/")
     prepare.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     prepare.add_argument("--splits", type=int, nargs="*", help="split indices (default: all of the config's)")
-    prepare.add_argument("--config", type=Path, nargs="+", default=[Path("config.yaml")], help=CONFIG_HELP)
+    add_config_arguments(prepare)
     prepare.add_argument("--mirror", help="local directory or file:// URL tried before the network")
     train = commands.add_parser("train", help="train one method on splits (one batch); write metrics.json")
     train.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     train.add_argument("--split", type=int, nargs="+", default=[0],
                        help="split indices, trained as one batch (default: 0)")
-    train.add_argument("--method", required=True,
-                       help=f"a registered method ({', '.join(sorted(METHODS))}) or a variant the config defines")
+    train.add_argument("--method", required=True, help="a registered method or a variant the config defines")
     train.add_argument("--M", type=int, required=True, help="inducing or measurement points")
     train.add_argument("--iterations", type=int, help="Adam steps (default: the config's)")
     train.add_argument("--device", help="auto | cpu | cuda | cuda:K (default: the config's)")
-    train.add_argument("--config", type=Path, nargs="+", default=[Path("config.yaml")], help=CONFIG_HELP)
+    add_config_arguments(train)
     train.add_argument("--mirror", help="local directory or file:// URL tried before the network")
     train.add_argument("--out", type=Path, help=f"run folder (default {RUN_DIR}); with several splits, "
                        "one folder per split in it: OUT/split{s}/metrics.json")
@@ -111,49 +132,77 @@ def main(argv: list[str] | None = None) -> None:
     shown.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     shown.add_argument("--method", required=True, help="a registered method or a variant the config defines")
     shown.add_argument("--M", type=int, required=True, help="inducing or measurement points")
-    shown.add_argument("--configfile", type=Path, nargs="+", default=[],
-                       help="as snakemake's: config files merged in order over config.yaml")
-    shown.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE",
-                       help="as snakemake's, parsed by Snakemake's own parser and merged last: "
-                       "iterations=50 'datasets=[boston]'")
+    add_config_arguments(shown)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "datasets":
+        from gpstudy.data import DATASETS
+
         for dataset in DATASETS.values():
             print(f"{dataset.name:10s} {dataset.task:15s} protocol={dataset.protocol} shape={dataset.shape}")
             for line in recorded_hashes(dataset):
                 print(line)
-    elif args.command == "settings":
-        try:
-            config, sources = snakemake_config(args.configfile, args.config)
-        except ConfigError as error:  # a missing file, a bad entry or key: its message names it, no traceback
-            raise SystemExit(f"gpstudy settings: {error}") from None
-        print(f"{args.method} at M = {args.M} on {args.dataset}; each setting's source, lowest precedence first: "
-              "training, methods.<method>, dataset_options.<dataset>, dataset_options.<dataset>.methods.<method>, "
-              "variants.<variant>, the study-wide iterations and device, the command line; the config as Snakemake "
-              "builds it: config.yaml, each --configfile over it in order, then --config")
-        for line in settings_lines(config, sources, args.dataset, args.method, args.M):
-            print(line)
-    elif args.command == "prepare":
-        config = load_config(*args.config, overrides={"mirror": args.mirror} if args.mirror else None)
-        for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
-            print(ensure_split(config, args.dataset, split))
-    elif args.command == "train":
-        keep_freed_memory()
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        config = load_config(*args.config, overrides={"mirror": args.mirror} if args.mirror else None)
-        settings = run_settings(config, args.dataset, method=args.method, M=args.M, iterations=args.iterations,
-                                device=args.device)
-        settings.check(dataset_of(config, args.dataset))
-        splits = sorted(set(args.split))
-        labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
-        out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
-        out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
-        results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
-                          out / "checkpoint.pt", labels, None, jobs_per_gpu=config["jobs_per_gpu"],
-                          gpu_lock_dir=config["gpu_lock_dir"])
-        names = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
-        for s, metrics in results.items():
-            values = ", ".join(f"{name} {metrics[name]:.4g}" for name in names)
-            print(f"{out_dirs[s] / 'metrics.json'}: {values}, {metrics['status']}")
+        return
+    from gpstudy.study import ConfigError, SettingsError
+
+    try:  # a missing or bad file, a bad entry, key or setting: one line naming it, no traceback
+        config, sources = snakemake_config(args.configfile, args.config,
+                                           {"mirror": args.mirror} if getattr(args, "mirror", None) else None)
+        if args.command == "settings":
+            show_settings(config, sources, args)
+        elif args.command == "prepare":
+            prepare_splits(config, args)
+        else:
+            train_run(config, args)
+    except (ConfigError, SettingsError) as error:
+        message = " ".join(line.strip() for line in str(error).splitlines())
+        raise SystemExit(f"gpstudy {args.command}: {message}") from None
+
+
+def show_settings(config: dict[str, Any], sources: "Sources", args: argparse.Namespace) -> None:
+    """``gpstudy settings``: every resolved setting of one run and where it was set."""
+    from gpstudy.study.provenance import settings_lines
+
+    print(f"{args.method} at M = {args.M} on {args.dataset}; each setting's source, lowest precedence first: "
+          "training, methods.<method>, dataset_options.<dataset>, dataset_options.<dataset>.methods.<method>, "
+          "variants.<variant>, the study-wide iterations and device, the command line; the config as Snakemake "
+          "builds it: config.yaml, each --configfile over it in order, then --config")
+    for line in settings_lines(config, sources, args.dataset, args.method, args.M):
+        print(line)
+
+
+def prepare_splits(config: dict[str, Any], args: argparse.Namespace) -> None:
+    """``gpstudy prepare``: the data stage of one data set; prints each split's path."""
+    from gpstudy.study import data_plan
+
+    for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
+        print(ensure_split(config, args.dataset, split))
+
+
+def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
+    """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics."""
+    import torch
+
+    from gpstudy.likelihoods import LIKELIHOODS
+    from gpstudy.memory import keep_freed_memory
+    from gpstudy.metrics import TASK_METRICS
+    from gpstudy.study import dataset_of, run_settings
+    from gpstudy.training import run_job
+
+    keep_freed_memory()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = run_settings(config, args.dataset, method=args.method, M=args.M, iterations=args.iterations,
+                            device=args.device)
+    settings.check(dataset_of(config, args.dataset))
+    splits = sorted(set(args.split))
+    labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
+    out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
+    out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
+    results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
+                      out / "checkpoint.pt", labels, None, jobs_per_gpu=config["jobs_per_gpu"],
+                      gpu_lock_dir=config["gpu_lock_dir"])
+    names = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
+    for s, metrics in results.items():
+        values = ", ".join(f"{name} {metrics[name]:.4g}" for name in names)
+        print(f"{out_dirs[s] / 'metrics.json'}: {values}, {metrics['status']}")

@@ -1,8 +1,15 @@
-"""Shared fixtures: the study's config (every default), the data copies beside the repo, a local HTTP server."""
+"""Shared fixtures: the study's config (every default), the data copies beside the repo, a local HTTP server,
+a venv outside the checkout with gpstudy installed from a wheel."""
 
 import functools
 import http.server
+import importlib.util
 import itertools
+import os
+import shutil
+import site
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -65,6 +72,46 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"the study's data copies are not at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def outside_env() -> dict[str, str]:
+    """The environment of a process that must not see the checkout's gpstudy: this one's without PYTHONPATH."""
+    return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory, outside_env) -> Path:
+    """The bin folder of a fresh venv outside the checkout with gpstudy installed from a wheel built of this
+    checkout (its tracked and untracked files, as they are now); run its programs with ``env=outside_env``.
+
+    The venv sees this interpreter's site-packages through a ``.pth`` line, its dependencies without
+    installing them; that folder's own ``.pth`` files are not processed, so its gpstudy (an editable
+    install's finder) stays invisible: checked before the wheel goes in.
+    """
+    if importlib.util.find_spec("setuptools") is None:  # a build without network needs pyproject's backend here
+        pytest.skip("building the wheel offline needs setuptools in this environment (pip install 'setuptools>=77')")
+    root = tmp_path_factory.mktemp("wheel")  # a system temporary folder: outside the checkout
+    source, wheels, venv = root / "source", root / "wheels", root / "venv"
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, text=True, check=True).stdout
+    for name in filter(None, set(listed.split("\0"))):  # a copy: the build's build/ stays out of the checkout
+        if (REPO / name).is_file() or (REPO / name).is_symlink():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name, follow_symlinks=False)  # gpstudy/config.yaml: a link
+    run = functools.partial(subprocess.run, cwd=root, env=outside_env, check=True)  # `python -c` and `-m` look in
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
+         "-w", str(wheels), str(source)])  # their working directory first: not the checkout
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    own = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True,
+              text=True).stdout.strip()
+    Path(own, "dependencies.pth").write_text("".join(f"{folder}\n" for folder in site.getsitepackages()))
+    hidden = run([python, "-c", "import gpstudy"], capture_output=True, text=True, check=False)
+    assert hidden.returncode != 0 and "No module named 'gpstudy'" in hidden.stderr, hidden.stderr
+    (wheel,) = wheels.glob("gpstudy-*.whl")
+    run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "--quiet", str(wheel)])
+    return venv / "bin"
 
 
 @pytest.fixture

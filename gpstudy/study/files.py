@@ -18,9 +18,9 @@ KeyPath = tuple[str, ...]  # a config key path, e.g. ("dataset_options", "mnist"
 
 @dataclass
 class Sources:
-    """Where the values of a merged config were set: key path -> the source (a file as given, or the
-    overrides') whose merge set it last; per file, the line of each key path it writes (a key reached
-    through a YAML anchor ``<<: *name``: the line of the anchor's key)."""
+    """Where the values of a merged config were set: key path -> the source (a file as :func:`source_name`
+    names it, or the overrides') whose merge set it last; per file, the line of each key path it writes (a key
+    reached through a YAML anchor ``<<: *name``: the line of the anchor's key)."""
 
     set_by: dict[KeyPath, str] = field(default_factory=dict)
     lines: dict[str, dict[KeyPath, int]] = field(default_factory=dict)
@@ -56,11 +56,28 @@ def load_traced_config(*files: str | Path, overrides: dict[str, Any] | None = No
         if not Path(path).is_file():
             raise ConfigError(f"config file {path}: no such file")
         text = Path(path).read_text()
-        merge(config, yaml.safe_load(text) or {}, sources.set_by, str(path))
-        sources.lines[str(path)] = key_lines(text)
+        try:
+            changes = yaml.safe_load(text) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path}: not YAML: {error}") from None
+        if not isinstance(changes, dict):
+            raise ConfigError(f"config file {path}: a {type(changes).__name__}, not a mapping of keys to values")
+        source = source_name(path)
+        merge(config, changes, sources.set_by, source)
+        sources.lines[source] = key_lines(text)
     merge(config, overrides or {}, sources.set_by, overrides_source)
     validate_config(config)
     return config, sources
+
+
+def source_name(path: str | Path) -> str:
+    """A config file as sources name it: as given, the packaged defaults (:data:`DEFAULT_CONFIG`) as
+    ``config.yaml``, and another file given as ``config.yaml`` as ``./config.yaml``."""
+    if Path(path) == DEFAULT_CONFIG:
+        return DEFAULT_CONFIG.name
+    if str(path) == DEFAULT_CONFIG.name and not Path(path).samefile(DEFAULT_CONFIG):
+        return f"./{path}"
+    return str(path)
 
 
 def merge(config: dict, changes: dict, origins: dict[KeyPath, str] | None = None, source: str = "",

@@ -13,7 +13,6 @@ import yaml
 from gpstudy.cli import main
 from gpstudy.data import DataError, FetchError, get_dataset, load_split, read_table
 from gpstudy.data.prepare import fetch_dataset
-from gpstudy.study import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,7 +42,7 @@ def test_a_user_data_set_trains_end_to_end_from_a_csv_in_the_mirror(tmp_path, mo
         "experiments": {"uci": {"datasets": ["mydata"], "methods": {"svgp": [5], "gpnet": [5]}}}}))
     monkeypatch.chdir(tmp_path)
     for method in ("svgp", "gpnet"):
-        main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "mydata", "--method", method,
+        main(["train", "--configfile", str(overlay), "--dataset", "mydata", "--method", method,
               "--M", "5", "--iterations", "20", "--mirror", str(mirror)])
         metrics = json.loads((tmp_path / f"results/cli/mydata/{method}/M5/split0/metrics.json").read_text())
         assert metrics["status"] == "ok" and np.isfinite(metrics["rmse"]) and metrics["dataset"] == "mydata"
@@ -97,7 +96,7 @@ def test_a_file_too_small_to_split_is_refused_before_training(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DataError, match="dataset 'mydata', protocol 'random', split 0: 2 training and 1 test rows of "
                                         "the table's 3; a split needs at least 10 training and 2 test rows"):
-        main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "mydata", "--method", "svgp",
+        main(["train", "--configfile", str(overlay), "--dataset", "mydata", "--method", "svgp",
               "--M", "5", "--iterations", "5", "--mirror", str(mirror)])
 
 
@@ -119,7 +118,7 @@ def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(t
         "experiments": {"uci": {"datasets": ["blobs"], "methods": {"svgp": [10], "gpnet": [10], "fbnn": [10]}}}}))
     monkeypatch.chdir(tmp_path)
     for method in ("svgp", "gpnet", "fbnn"):
-        main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "blobs", "--method", method,
+        main(["train", "--configfile", str(overlay), "--dataset", "blobs", "--method", method,
               "--M", "10", "--iterations", "200", "--mirror", str(tmp_path / "mirror")])
         metrics = json.loads((tmp_path / f"results/cli/blobs/{method}/M10/split0/metrics.json").read_text())
         assert metrics["status"] == "ok" and "rmse" not in metrics, metrics
@@ -127,8 +126,9 @@ def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(t
     conjugate = yaml.safe_load(overlay.read_text())
     del conjugate["dataset_options"]["blobs"]["methods"]
     overlay.write_text(yaml.safe_dump(conjugate))
-    with pytest.raises(ConfigError, match="method 'gpnet' .*cannot train with likelihood 'bernoulli'; it supports gaussian"):
-        main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "blobs", "--method", "gpnet",
+    with pytest.raises(SystemExit, match="^gpstudy train: .*method 'gpnet' .*cannot train with likelihood 'bernoulli'; "
+                                         "it supports gaussian"):
+        main(["train", "--configfile", str(overlay), "--dataset", "blobs", "--method", "gpnet",
               "--M", "10", "--iterations", "5", "--mirror", str(tmp_path / "mirror")])
 
 
@@ -144,7 +144,7 @@ def prepare_csv(tmp_path, monkeypatch, header: str, rows: np.ndarray, **changes)
     overlay.write_text(yaml.safe_dump({"datasets": ["mydata"], "splits": 1,
                                        "dataset_options": {"mydata": options(sha256, **changes)}}))
     monkeypatch.chdir(tmp_path)
-    main(["prepare", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "mydata",
+    main(["prepare", "--configfile", str(overlay), "--dataset", "mydata",
           "--mirror", str(tmp_path / "mirror")])
 
 
@@ -215,7 +215,7 @@ def test_a_label_outside_the_classes_fails_the_run_on_the_device(tmp_path, monke
     overlay.write_text(yaml.safe_dump(three_classes_config(three_classes(tmp_path / "mirror"), likelihood="softmax",
                                                            likelihood_options={"classes": 2})))
     monkeypatch.chdir(tmp_path)
-    main(["train", "--config", str(REPO / "config.yaml"), str(overlay), "--dataset", "three", "--method", "svgp",
+    main(["train", "--configfile", str(overlay), "--dataset", "three", "--method", "svgp",
           "--M", "10", "--iterations", "2", "--mirror", str(tmp_path / "mirror")])
     metrics = json.loads((tmp_path / "results/cli/three/svgp/M10/split0/metrics.json").read_text())
     assert metrics["status"].startswith("failed: non-finite") and np.isnan(metrics["test_ll"]), metrics

@@ -12,7 +12,7 @@ import yaml
 from snakemake.cli import parse_config
 
 from gpstudy.cli import main
-from gpstudy.study import RunSettings, load_config, run_settings, training_keys
+from gpstudy.study import DEFAULT_CONFIG, RunSettings, load_config, run_settings, training_keys
 from gpstudy.study.files import Sources, key_lines, merge
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,16 +57,15 @@ def shown_values(settings: RunSettings) -> dict[str, str]:
 
 
 def test_each_layer_wins_where_it_should_and_is_named(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the files as the command line names them
-    (tmp_path / "config.yaml").write_text((REPO / "config.yaml").read_text())
+    monkeypatch.chdir(tmp_path)  # the files as the command line names them; no config.yaml here: the packaged one
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(OVERLAY))
     (tmp_path / "later.yaml").write_text(yaml.safe_dump(LATER))
-    files = [Path("config.yaml"), Path("overlay.yaml"), Path("later.yaml")]
+    files = [DEFAULT_CONFIG, Path("overlay.yaml"), Path("later.yaml")]
     printed = printed_settings(capsys, ["--configfile", "overlay.yaml", "later.yaml"], "boston", "fastnet", 5)
     shown = {key: (value, re.sub(r"^([^:]+):\d+: ", r"\1: ", source)) for key, (value, source) in printed.items()}
     assert {key: shown[key] for key in EXPECTED} == EXPECTED
     line = int(re.match(r"config\.yaml:(\d+): ", printed["measurement"][1])[1])  # the line of the key, in the file
-    assert (tmp_path / "config.yaml").read_text().splitlines()[line - 1].strip().startswith("measurement: noisy")
+    assert DEFAULT_CONFIG.read_text().splitlines()[line - 1].strip().startswith("measurement: noisy")
     device, source = shown["device"]  # "auto", resolved in this process
     assert device in ("cpu", "cuda") and source == "config.yaml: training.device (auto, resolved here)"
     settings = run_settings(load_config(*files), "boston", method="fastnet", M=5)  # what the jobs train with
@@ -132,7 +131,6 @@ def test_the_overrides_of_a_snakemake_command_line_show_what_its_jobs_train_with
     (["--config", "iterations=50", "nowhere.yaml"], "nowhere.yaml"),  # Snakemake's own refusal of a non-entry
 ])
 def test_a_missing_config_file_or_a_bad_entry_is_one_line_naming_it(tmp_path, words, named):
-    (tmp_path / "config.yaml").write_text((REPO / "config.yaml").read_text())
     run = subprocess.run([sys.executable, "-c", "from gpstudy.cli import main; main()", "settings", "--dataset",
                           "boston", "--method", "svgp", "--M", "5", *words], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
