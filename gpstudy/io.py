@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+PACKAGE = Path(__file__).parent  # the gpstudy package this process imported
 SOURCE_SUFFIXES = (".py", ".yaml", ".tsv")  # the package files whose content is the code of a run
 REMAKE = "delete it and rerun to make it again"  # what to do with a damaged file of the pipeline's own
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # errors of a full disk or a full quota
@@ -108,11 +109,11 @@ def write_csv(path: str | os.PathLike, frame: "pandas.DataFrame") -> None:
 
 
 @functools.cache
-def source_digest() -> str:
-    """The sha256 of the gpstudy package's source (every ``SOURCE_SUFFIXES`` file, by path): the code
-    version a checkpoint records."""
-    root = Path(__file__).parent
+def source_digest(package: Path = PACKAGE) -> str:
+    """The sha256 of a gpstudy package's source (every ``SOURCE_SUFFIXES`` file, by path; default: the one
+    this process imported), read once per process: the code version a checkpoint records, and what tells
+    two copies of the code apart (``gpstudy.job.check_same_code``)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    for path in sorted(p for p in package.rglob("*") if p.suffix in SOURCE_SUFFIXES):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()

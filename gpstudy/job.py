@@ -1,4 +1,5 @@
-"""What every Snakemake job's process sets up first: its log, and dying with the Snakemake that started it."""
+"""What every Snakemake job's process sets up first: the same code as the plan's, its log, and dying with the
+Snakemake that started it."""
 
 import ctypes
 import logging
@@ -7,15 +8,53 @@ import signal
 import sys
 from pathlib import Path
 
+from gpstudy.io import PACKAGE, source_digest
+
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process receives when its parent dies (Linux)
 
 
+class CodeCopyError(RuntimeError):
+    """A process imported another gpstudy than the one that planned the study, and its code differs."""
+
+
 def start_job(log: str | os.PathLike) -> None:
-    """Log to ``log`` and end this process when its parent (Snakemake, or the shell it runs the
-    script in) dies, even by ``kill -9``: a job never trains on as an orphan. The checkpoint and the
-    atomic outputs make the rerun pick up where the job stopped."""
+    """Refuse to start (exit with a one-line message) when this job imported another copy of gpstudy
+    than the one that planned it (:func:`check_same_code`); log to ``log``; end this process when its
+    parent (Snakemake, or the shell it runs the script in) dies, even by ``kill -9``: a job never trains
+    on as an orphan. The checkpoint and the atomic outputs make the rerun pick up where the job stopped."""
+    if (planned := planned_package()) is not None:
+        try:
+            check_same_code(planned)
+        except CodeCopyError as error:
+            sys.exit(f"{type(error).__name__}: {error}")  # stderr, not the log: Snakemake's console shows it
     log_to(log)
     die_with_parent()
+
+
+def planned_package() -> Path | None:
+    """The gpstudy package of the workflow that planned this Snakemake script job: ``gpstudy/`` beside the
+    job's ``scripts/`` folder (``snakemake.scriptdir``; Snakemake's planning process imports the package
+    beside its Snakefile, ``rules/common.smk`` checks). None in a process that is no Snakemake script job."""
+    job = getattr(sys.modules["__main__"], "snakemake", None)
+    return None if job is None else Path(job.scriptdir).parent / "gpstudy"
+
+
+def check_same_code(planned: str | os.PathLike, running: Path = PACKAGE) -> None:
+    """Check that the gpstudy package ``running`` (default: the one this process imported) is ``planned``,
+    or a copy of the same code (``gpstudy.io.source_digest``: a fresh non-editable install of that checkout).
+
+    Raises:
+        CodeCopyError: the two differ (say, the checkout was pulled and the installed copy is older); the
+            message names both and the two ways out.
+    """
+    planned, running = Path(planned).resolve(), running.resolve()
+    if planned == running or source_digest(planned) == source_digest(running):
+        return
+    checkout = planned.parent
+    raise CodeCopyError(f"this process imports gpstudy from {running}, not the workflow's {planned}, and their code "
+                        f"differs (or the latter is missing): install the checkout editable, `pip install -e "
+                        f"{checkout}`, so that plan and jobs import one copy, or reinstall it (`pip install "
+                        f"{checkout}`) after every change")
 
 
 def log_to(path: str | os.PathLike) -> None:

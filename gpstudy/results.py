@@ -7,13 +7,18 @@ import pandas as pd
 
 from gpstudy.io import UnreadableFileError, read_json
 from gpstudy.metrics import METRIC_NAMES
+from gpstudy.provenance import RECORDED
 
 METRICS = list(METRIC_NAMES)  # every task's test metrics
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
+# results/runs.csv, in this order; a metric not of the run's task is empty. The RECORDED columns (versions,
+# commit, device name) describe a run and never identify it: nothing groups or compares rows by them. status
+# stays last: a file cut within its last line cuts a status (read_runs)
 RUN_COLUMNS = [*LABELS, "M_effective", "n_train", "n_test", "D", *METRICS, "iterations", "seconds", "device",
-               "dtype", "status"]  # results/runs.csv, in this order; a metric not of the run's task is empty
+               "dtype", *RECORDED, "status"]
 SIZE_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # integers, empty beside a failed run
-OPTIONAL_COLUMNS = [*SIZE_COLUMNS, "dtype"]  # absent from an older version's runs.csv (read as empty)
+OPTIONAL_COLUMNS = [*SIZE_COLUMNS, "dtype", *RECORDED]  # absent from an older version's runs.csv (read as empty)
+TEXT_RECORDED = [column for column in RECORDED if column != "git_dirty"]  # read as text, however they look
 SHOWN = 5  # at most this many runs or lines named in an error
 
 
@@ -33,7 +38,7 @@ def read_runs(path: Path) -> pd.DataFrame:
     one run are errors naming the file, the lines and the way out."""
     rewrite = "delete it and rerun snakemake to collect it again"
     try:
-        runs = pd.read_csv(path)
+        runs = pd.read_csv(path, dtype=dict.fromkeys(TEXT_RECORDED, str))  # "2.10" no float, a commit no number
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as error:
         raise ValueError(f"{path}: not a table of runs ({error}); {rewrite}") from None
     missing = [column for column in RUN_COLUMNS if column not in runs and column not in OPTIONAL_COLUMNS]

@@ -7,12 +7,14 @@ from dataclasses import asdict
 from gpstudy import paths
 from gpstudy.claims import claims_path, settings_gaps
 from gpstudy.data import PROTOCOLS
+from gpstudy.job import check_same_code
 from gpstudy.metrics import TASK_METRICS
 from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, splits_of, study_jobs,
                            validate_config)
 from gpstudy.study.settings import exact_gp_settings, run_settings
 from gpstudy.training.run import PRETRAINING_READS
 
+check_same_code(os.path.join(workflow.basedir, "gpstudy"))  # the plan's code is the checkout's, as every job checks
 validate_config(config)
 
 JOBS = study_jobs(config)

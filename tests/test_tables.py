@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from gpstudy.provenance import RECORDED
 from gpstudy.study import variant_labels
 from gpstudy.tables import experiment_table, mean_and_se, write_table
 
@@ -76,6 +77,15 @@ def test_statistics_failures_and_agreement(runs):
     not_run = _cell(table, "boston", "svgp", 50)
     assert (not_run["n"], not_run["failed"]) == (0, 0) and np.isnan(not_run["mean"]) and pd.isna(not_run["agrees"])
     assert pd.isna(not_run["paper_settings"]) and pd.isna(_cell(table, "wine_white", "svgp", 50)["paper_settings"])
+
+
+def test_what_a_run_was_made_with_never_splits_a_cell(runs):
+    """runs.csv's RECORDED columns (versions, commit, device name) differ from split to split (a study run over
+    a library upgrade, a commit made between jobs, an older run without them): the cells are those of the runs
+    without them."""
+    varied = runs.assign(**{column: [f"{column} {row % 3}" if row % 4 else None for row in range(len(runs))]
+                            for column in RECORDED})
+    pd.testing.assert_frame_equal(experiment_table(varied, "uci", "rmse"), experiment_table(runs, "uci", "rmse"))
 
 
 def test_write_table_csv_md_tex(runs, tmp_path):

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.data import DataError, Split, load_split, non_finite
-from gpstudy.devices import gpu_slot, set_tf32, tf32_settings
+from gpstudy.devices import gpu_slot, set_tf32
 from gpstudy.gaussian import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.likelihoods import LIKELIHOODS
@@ -23,6 +23,7 @@ from gpstudy.methods import Method, MethodConfig, Problem, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
                               readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
+from gpstudy.provenance import run_environment
 from gpstudy.study.settings import RunSettings
 from gpstudy.training.finished import finished_path, job_identity, keep_outputs, restore_outputs
 from gpstudy.training.fit import fit
@@ -140,7 +141,8 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
     :func:`pretrain_splits` when ``settings.pretrain``, else from STUDY.md's initial values. Each
     ``out_dirs[s]`` receives ``learning_curve.csv`` and, when the split has plot inputs,
     ``predictions.csv``. Each split's metrics carry ``M_effective``, the points the method used for M
-    (fewer where the training set is smaller: ``Method.effective_M``). While training, the batch's state
+    (fewer where the training set is smaller: ``Method.effective_M``) and what the run was made with
+    (``gpstudy.provenance.run_environment``: device, versions, commit). While training, the batch's state
     goes to ``checkpoint``, from which an interrupted run resumes. A split whose objective or metrics
     become non-finite gets a failed status while the others train on.
     """
@@ -174,9 +176,8 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
         final = split_curve.iloc[-1]
         results[s] = {"M_effective": method.effective_M, **data_sizes(splits[s]),
                       **{metric: float(final[metric]) for metric in metrics},
-                      "iterations": settings.iterations, "seconds": seconds, "device": str(problem.device),
-                      "dtype": settings.dtype, "tf32": tf32_settings(),
-                      "seed": settings.seed + s, "batch_splits": list(splits),
+                      "iterations": settings.iterations, "seconds": seconds, **run_environment(problem.device),
+                      "dtype": settings.dtype, "seed": settings.seed + s, "batch_splits": list(splits),
                       "status": _status(split_curve, ("objective", *metrics)),
                       "hyperparameters": {name: values[index] for name, values in readable.items()}}
     return results
@@ -241,8 +242,7 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
         log.error("runs %s failed:\n%s", list(labels.values()), traceback.format_exc())
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
-                       "seconds": np.nan,
-                       "device": settings.device, "dtype": settings.dtype, "tf32": tf32_settings(),
+                       "seconds": np.nan, **run_environment(settings.torch_device()), "dtype": settings.dtype,
                        "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}

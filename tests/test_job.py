@@ -1,0 +1,65 @@
+"""One copy of the code per study (issue 36, item 4): a Snakemake job whose process imports another gpstudy
+than the checkout that planned it, with other code, refuses to start with a one-line error naming both and
+the way out; a copy of the same code (a fresh non-editable install) runs."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpstudy.io import PACKAGE
+from gpstudy.job import CodeCopyError, check_same_code
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+MANIFEST = "data/raw/snelson/files_random.json"  # a small job: Snelson's files fetched from the mirror
+
+
+def package_copy(folder: Path, changed: bool) -> Path:
+    """A copy of the gpstudy package (config.yaml's link followed, as a wheel has it) in ``folder``, with one
+    line added to a module when ``changed``; the folder to put on a job's path."""
+    copy = folder / "gpstudy"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    if changed:
+        with open(copy / "metrics.py", "a") as module:
+            module.write("# a line the checkout does not have\n")
+    return folder
+
+
+def test_the_same_package_or_a_copy_of_its_code_is_one_copy(tmp_path):
+    check_same_code(PACKAGE)
+    check_same_code(PACKAGE, running=package_copy(tmp_path, changed=False) / "gpstudy")
+
+
+def test_another_copy_of_the_code_is_refused_naming_both_and_the_way_out(tmp_path):
+    changed = package_copy(tmp_path, changed=True) / "gpstudy"
+    for planned, running in ((PACKAGE, changed), (changed, PACKAGE), (tmp_path / "missing", PACKAGE)):
+        with pytest.raises(CodeCopyError) as refused:
+            check_same_code(planned, running=running)
+        message = str(refused.value)
+        assert f"from {running.resolve()}, not the workflow's {planned.resolve()}" in message
+        assert f"pip install -e {planned.resolve().parent}" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("path, refused", [("job", True), ("same", False), ("plan", True)])
+def test_a_snakemake_job_refuses_another_gpstudy(tmp_path, shared_data, path, refused):
+    """``job``: a changed copy first on the jobs' path (PYTHONPATH; the plan imports the checkout, Snakemake
+    puts it first): the job stops before its script does anything, the message on Snakemake's console.
+    ``same``: an unchanged copy there (a fresh install) runs. ``plan``: the checkout on PYTHONPATH behind the
+    changed copy, so that the plan itself imports the copy: Snakemake stops before any job."""
+    copy = package_copy(tmp_path / "copy", changed=path != "same")
+    search = [str(copy), str(REPO)] if path == "plan" else [str(copy)]
+    workdir = tmp_path / "work"
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile",
+               str(REPO / "configs/quick.yaml"), "--config", f"mirror={shared_data}", "--cores", "1", MANIFEST]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(search)})
+    output = run.stdout + run.stderr
+    assert (run.returncode != 0) == refused, output
+    assert (workdir / MANIFEST).is_file() != refused
+    named = f"this process imports gpstudy from {copy.resolve() / 'gpstudy'}, not the workflow's {REPO / 'gpstudy'}"
+    assert (named in output) == refused, output
+    assert ('rules/common.smk", line' in output) == (path == "plan"), output  # where it stopped
