@@ -172,48 +172,58 @@ def test_a_feature_past_float64_once_standardized_is_refused_naming_the_file_and
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
-def three_classes(mirror: Path) -> str:
-    """``three.csv`` in ``mirror/three``: two features and labels a, b, c (40 rows each); returns its sha256."""
+def three_classes(mirror: Path, name: str = "three") -> str:
+    """``three.csv`` in ``mirror/name``: two features and labels a, b, c (40 rows each); returns its sha256."""
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(3.0 * c, 1.0, size=(40, 2)) for c in range(3)])
-    folder = mirror / "three"
+    folder = mirror / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "three.csv").write_text("x1,x2,label\n" + "".join(f"{a:.5f},{b:.5f},{c}\n" for (a, b), c in
                                                                 zip(x, np.repeat(["a", "b", "c"], 40))))
     return hashlib.sha256((folder / "three.csv").read_bytes()).hexdigest()
 
 
-def three_classes_config(sha256: str, **likelihood) -> dict:
-    return {"datasets": ["three"], "splits": 1,
-            "dataset_options": {"three": {"source": {"file": "three.csv", "sha256": sha256}, "format": "csv",
-                                          "target": "label", "task": "classification", **likelihood}},
-            "experiments": {"three": {"datasets": ["three"], "methods": {"svgp": [10]}}}, "run_experiments": ["three"]}
+def three_classes_config(mirror: Path, likelihoods: dict[str, dict]) -> dict:
+    """A study of one SVGP per data set ``name`` of ``likelihoods`` (name -> its likelihood options): each
+    ``three.csv`` written to ``mirror/name``."""
+    return {"datasets": list(likelihoods), "splits": 1,
+            "dataset_options": {name: {"source": {"file": "three.csv", "sha256": three_classes(mirror, name)},
+                                       "format": "csv", "target": "label", "task": "classification", **likelihood}
+                                for name, likelihood in likelihoods.items()},
+            "experiments": {"three": {"datasets": list(likelihoods), "methods": {"svgp": [10]}}},
+            "run_experiments": ["three"]}
 
 
-@pytest.mark.parametrize("likelihood, declared, key", [
-    ({"likelihood": "softmax", "likelihood_options": {"classes": 2}}, 2, "dataset_options.three.likelihood_options"),
-    ({"likelihood": "robustmax", "likelihood_options": {"classes": 4}}, 4, "dataset_options.three.likelihood_options"),
-    ({"likelihood": "bernoulli"}, 2, "dataset_options.three.likelihood")])
-def test_labels_of_other_classes_than_the_likelihood_declares_are_refused_before_training(
-        tmp_path, likelihood, declared, key):
+MISDECLARED = {  # a data set of three labels -> its likelihood options, the classes they declare, the key
+    "softmax2": ({"likelihood": "softmax", "likelihood_options": {"classes": 2}}, 2, "likelihood_options"),
+    "robustmax4": ({"likelihood": "robustmax", "likelihood_options": {"classes": 4}}, 4, "likelihood_options"),
+    "bernoulli": ({"likelihood": "bernoulli"}, 2, "likelihood")}
+
+
+def test_labels_of_other_classes_than_the_likelihood_declares_are_refused_before_training(tmp_path):
     """softmax or robustmax with classes: 2 on three labels, or bernoulli on three, trained 'ok' to meaningless
-    error rates (0.42) and a test log-likelihood better than the right model's (-0.36 against -0.60)."""
+    error rates (0.42) and a test log-likelihood better than the right model's (-0.36 against -0.60).
+    Each case a data set of its own, all in one Snakemake run."""
     overlay = tmp_path / "three.yaml"
-    overlay.write_text(yaml.safe_dump(three_classes_config(three_classes(tmp_path / "mirror"), **likelihood)))
+    overlay.write_text(yaml.safe_dump(three_classes_config(
+        tmp_path / "mirror", {name: likelihood for name, (likelihood, _, _) in MISDECLARED.items()})))
     run = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-                          str(REPO / "config.yaml"), str(overlay), "--cores", "1", "--config", f"mirror={tmp_path}/mirror",
-                          "--", "data/splits/three/random/split0.npz"], capture_output=True, text=True, timeout=600)
-    log = (tmp_path / "logs/tabulate/three_random.log").read_text()
+                          str(REPO / "config.yaml"), str(overlay), "--cores", "2", "--keep-going", "--config",
+                          f"mirror={tmp_path}/mirror", "--",
+                          *(f"data/splits/{name}/random/split0.npz" for name in MISDECLARED)],
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode != 0 and not (tmp_path / "data/splits").exists(), run.stdout + run.stderr
-    assert (f"data/raw/three/three.csv: target column 'label' holds 3 classes ('a', 'b', 'c'), but {key} "
-            f"declares {declared}") in log, log
+    for name, (_, declared, key) in MISDECLARED.items():
+        log = (tmp_path / f"logs/tabulate/{name}_random.log").read_text()
+        assert (f"data/raw/{name}/three.csv: target column 'label' holds 3 classes ('a', 'b', 'c'), but "
+                f"dataset_options.{name}.{key} declares {declared}") in log, log
 
 
 def test_a_label_outside_the_classes_fails_the_run_on_the_device(tmp_path, monkeypatch):
     """`gpstudy train` tabulates without the study's rule: the likelihood's NaN fails the run."""
     overlay = tmp_path / "three.yaml"
-    overlay.write_text(yaml.safe_dump(three_classes_config(three_classes(tmp_path / "mirror"), likelihood="softmax",
-                                                           likelihood_options={"classes": 2})))
+    overlay.write_text(yaml.safe_dump(three_classes_config(
+        tmp_path / "mirror", {"three": {"likelihood": "softmax", "likelihood_options": {"classes": 2}}})))
     monkeypatch.chdir(tmp_path)
     main(["train", "--configfile", str(overlay), "--dataset", "three", "--method", "svgp",
           "--M", "10", "--iterations", "2", "--mirror", str(tmp_path / "mirror")])
