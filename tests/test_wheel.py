@@ -1,7 +1,9 @@
 """The installed wheel stands outside the checkout (issue 36, "Done when"): from a directory of its own, a venv's
-``gpstudy`` reports its version and resolves and trains a run with the defaults packaged in the wheel."""
+``gpstudy`` reports its version and resolves and trains a run with the defaults packaged in the wheel; its
+package is one copy of the code with the checkout it was built of (issue 36, item 4), not with an edit of it."""
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -49,3 +51,20 @@ def test_the_wheel_runs_outside_the_checkout(installed_wheel, outside_env, tmp_p
     assert opened == {packaged}
     metrics = json.loads((tmp_path / "results/cli/boston/svgp/M5/split0/metrics.json").read_text())
     assert (metrics["status"], metrics["iterations"], metrics["dataset"]) == ("ok", 5, "boston")
+
+
+def test_a_wheel_of_the_checkout_is_its_code_and_an_edit_of_the_checkout_is_not(installed_wheel, outside_env,
+                                                                                tmp_path):
+    """The gpstudy of a wheel installed outside the checkout passes the jobs' check against the checkout it
+    was built of, and is refused once that checkout's code changes (a `git pull` without a reinstall)."""
+    edited = tmp_path / "edited/gpstudy"  # the checkout's package, one module edited
+    shutil.copytree(REPO / "gpstudy", edited, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(edited / "metrics.py", "a") as module:
+        module.write("# a line the installed copy does not have\n")
+    for planned, refused in ((REPO / "gpstudy", False), (edited, True)):
+        run = subprocess.run([installed_wheel / "python", "-c", "import sys; from gpstudy.job import check_same_code; "
+                              "check_same_code(sys.argv[1])", str(planned)], cwd=tmp_path, env=outside_env,
+                             capture_output=True, text=True, timeout=120)
+        assert (run.returncode != 0) == refused, run.stderr
+        assert ("CodeCopyError: this process imports gpstudy from " in run.stderr) == refused, run.stderr
+        assert (str(installed_wheel.parent) in run.stderr) == refused, run.stderr
