@@ -97,7 +97,7 @@ class ProbeCheck:
 
 def check_probe(name: str, config: dict, device: torch.device, warmup: int, steps: int) -> ProbeCheck:
     """Build probe ``name`` on ``device``, train ``warmup`` iterations, then ``steps`` more counting host
-    synchronisations (:class:`HostSyncCounter`) and, on CUDA, with synchronising operations raising.
+    synchronisations (:class:`gpstudy.host_sync.HostSyncCounter`) and, on CUDA, with synchronising operations raising.
     An error of the probe is recorded in the result, not raised."""
     reset_peak_memory(device)
     counter, error, where = HostSyncCounter(), None, ""

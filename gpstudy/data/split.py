@@ -128,10 +128,10 @@ def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: b
     x_mean, x_std, y_mean, y_std = np.zeros(d), np.ones(d), 0.0, 1.0
     with np.errstate(over="ignore", invalid="ignore"):  # a value past float64 is refused below, by its column
         if standardize or standardize_inputs:
-            x_mean, x_std = _moments(x_train)
+            x_mean, x_std = moments(x_train)
             x_train, x_test = (x_train - x_mean) / x_std, (x_test - x_mean) / x_std
         if standardize:
-            y_mean, y_std = (float(value) for value in _moments(y_train))
+            y_mean, y_std = (float(value) for value in moments(y_train))
             y_train, y_test = (y_train - y_mean) / y_std, (y_test - y_mean) / y_std
         x_plot = None if table.x_plot is None else (table.x_plot - x_mean) / x_std
     info = {**info, "n_train": int(len(train)), "n_test": int(len(test))}
@@ -192,7 +192,7 @@ def non_finite(split: Split) -> str | None:
     return None
 
 
-def _moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The mean and standard deviation of each column of ``values`` ``[n, ...]`` (1 for a constant column),
     in the values' dtype, computed on the column divided by a power of two near its largest |value|: the
     squares never overflow (values near 1e154 made the variance inf), and for every other column the

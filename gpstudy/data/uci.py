@@ -1,6 +1,6 @@
 """Readers of the UCI regression tables and the Snelson toy data (STUDY.md, experiments 1 and 2).
 
-Each reader takes the data set's raw folder and returns a :class:`Table` in the file's row order,
+Each reader takes the data set's raw folder and returns a :class:`gpstudy.data.Table` in the file's row order,
 which the ``random`` split protocol permutes (so the order must be the one GPNet's code read).
 """
 

@@ -1,5 +1,7 @@
 """The settings of one training run, resolved from the study config (where every default lives)."""
 
+import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,7 +168,7 @@ def traced_run_settings(config: dict[str, Any], dataset: str | None,
         unknown = sorted(set(keys) - training - option_names)
         if unknown:
             raise SettingsError(f"{where}: {', '.join(unknown)} is neither a training setting nor an option of "
-                                f"method {method!r}")
+                                f"method {method!r}; valid: {', '.join(sorted(training | option_names))}")
     data_options = config.get("dataset_options", {}).get(dataset, {}) if dataset is not None else {}
     data_settings = {key: value for key, value in data_options.items() if key in training | option_names}
     layers = [  # (config key path, its settings), from the lowest precedence to the highest
@@ -201,8 +203,18 @@ def exact_gp_settings(config: dict[str, Any], dataset: str | None, **overrides: 
 
 
 def _validate(value: dict, schema: dict, what: str) -> None:
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as error:
+    """As ``jsonschema.validate``, but each distinct schema is checked against its metaschema once, not at
+    every call (a study's config validates each planned run's settings: 96% of load_config's time)."""
+    error = jsonschema.exceptions.best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(value))
+    if error is not None:
         raise SettingsError(f"{what}, {error.json_path}: {error.message}") from None
+
+
+@functools.cache
+def _validator(schema: str) -> jsonschema.protocols.Validator:
+    """The validator of a JSON schema given as JSON text, the schema checked (``SchemaError``) when first made."""
+    loaded = json.loads(schema)
+    validator = jsonschema.validators.validator_for(loaded)
+    validator.check_schema(loaded)
+    return validator(loaded)
 

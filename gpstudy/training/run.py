@@ -131,6 +131,19 @@ def exact_reference(split: Split, hyperparameters: dict | None, settings: RunSet
     return plot_predictions(method, problem.splits)[0]
 
 
+def build_batch(splits: dict[int, Split], settings: RunSettings, hyperparameters: dict[int, dict] | None = None
+                ) -> tuple[SplitsProblem, Method, dict[int, dict] | None]:
+    """``settings.method`` built on the problem of ``splits``, untrained, on the run's device; with the problem
+    and the hyperparameters its kernel and noise start from: ``hyperparameters`` when given, else
+    :func:`pretrain_splits`' when ``settings.pretrain``, else None (STUDY.md's initial values)."""
+    if hyperparameters is None and settings.pretrain:
+        hyperparameters = pretrain_splits(splits, settings)
+    problem = SplitsProblem(splits, settings, hyperparameters)
+    method = build_method(settings.method, problem, settings.method_config(problem.x_train.shape[-2], problem.x_mean,
+                                                                          problem.x_std)).to(problem.device)
+    return problem, method, hyperparameters
+
+
 def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
                  hyperparameters: dict[int, dict] | None = None) -> dict[int, dict]:
     """Train ``settings.method`` on ``splits`` as one batch; return each split's metrics.
@@ -146,11 +159,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
     goes to ``checkpoint``, from which an interrupted run resumes. A split whose objective or metrics
     become non-finite gets a failed status while the others train on.
     """
-    if hyperparameters is None and settings.pretrain:
-        hyperparameters = pretrain_splits(splits, settings)
-    problem = SplitsProblem(splits, settings, hyperparameters)
-    method = build_method(settings.method, problem, settings.method_config(problem.x_train.shape[-2], problem.x_mean,
-                                                                          problem.x_std)).to(problem.device)
+    problem, method, hyperparameters = build_batch(splits, settings, hyperparameters)
 
     def evaluate() -> dict[str, Tensor]:  # Monte Carlo predictives draw from fresh generators, not training's
         return task_metrics(method.likelihood, *predict(method, problem.x_test), problem.y_test, problem.y_std,

@@ -1,0 +1,101 @@
+"""gpstudy.notebook: a method fitted on arrays with the study's defaults, predicting in the data's units."""
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from gpstudy.data import DataError
+from gpstudy.notebook import PROGRESS_LOGGER, fit, load_dataset
+from gpstudy.study import DEFAULT_CONFIG, SettingsError, load_config
+
+QUICK = {"iterations": 10, "eval_every": 5, "device": "cpu", "progress": False}  # a few steps, every check fast
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    """40 noisy points of a sine on [0, 6]."""
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0, 6, 40))
+    return x, np.sin(x) + 0.1 * rng.standard_normal(40)
+
+
+def test_settings_are_the_configs_with_the_keywords_over_them(data):
+    model = fit(*data, "svgp", M=5, lr=0.01, inducing_init="training_points", **QUICK)
+    defaults = load_config(DEFAULT_CONFIG)
+    assert (model.settings.iterations, model.settings.lr, model.settings.batch_size) == (10, 0.01,
+                                                                                          defaults["training"]["batch_size"])
+    assert model.settings.options["inducing_init"] == "training_points"
+    assert model.settings.options["learn_inducing_inputs"] == defaults["methods"]["svgp"]["learn_inducing_inputs"]
+    assert model.settings.seed == defaults["seed"] and len(model.curve) == 2  # evaluated at 5 and 10
+
+
+def test_a_data_sets_settings_come_with_its_name(data):
+    model = fit(*data, "gpnet", M=5, dataset="snelson", **QUICK)
+    snelson = load_config(DEFAULT_CONFIG)["dataset_options"]["snelson"]
+    assert model.settings.batch_size == snelson["batch_size"] and model.settings.pretrain
+    assert model.settings.options["measurement"] == "box" and model.settings.options["hidden_units"] == 20
+
+
+def test_predictions_are_in_the_datas_units(data):
+    """Scaled and shifted data train the same standardized problem: the predictions scale and shift with
+    it (a mean or variance left standardized, or scaled twice, fails)."""
+    x, y = data
+    points = np.array([0.5, 2.0, 5.5])
+    base = fit(x, y, "svgp", M=5, **QUICK).predict(points)
+    moved = fit(3 * x + 1, 2 * y + 5, "svgp", M=5, **QUICK).predict(3 * points + 1)
+    np.testing.assert_allclose(moved["x"], 3 * points + 1)
+    np.testing.assert_allclose(moved["mean"], 2 * base["mean"] + 5, rtol=1e-6)
+    np.testing.assert_allclose(moved[["var_f", "var_y"]], 4 * base[["var_f", "var_y"]], rtol=1e-6)
+    assert (base["var_y"] > base["var_f"]).all()  # noise included
+
+
+def test_torch_inputs_and_a_seed(data):
+    x, y = data
+    numpy_fit = fit(x[:, None], y, "svgp", M=5, **QUICK).predict(x[:3])
+    torch_fit = fit(torch.as_tensor(x[:, None]), torch.as_tensor(y[:, None]), "svgp", M=5, **QUICK)
+    np.testing.assert_array_equal(torch_fit.predict(torch.as_tensor(x[:3])), numpy_fit)
+    reseeded = fit(x, y, "svgp", M=5, seed=7, **QUICK)
+    assert reseeded.settings.seed == 7 and not np.allclose(reseeded.predict(x[:3])["mean"], numpy_fit["mean"])
+
+
+@pytest.mark.parametrize("keywords, error, message", [
+    ({"beta": 1.0}, SettingsError, r"beta is neither a training setting nor an option of method 'svgp'; valid: .*"
+                                   r"batch_size, .*inducing_init, .*lr"),
+    ({"lr": None}, ValueError, "lr = None; give a value"),
+    ({"lr": -1.0}, SettingsError, r"lr: -1.0 is less than or equal to the minimum of 0"),
+    ({"likelihood": "bernoulli"}, ValueError, "fit trains regressions; likelihood 'bernoulli' is for classification"),
+])
+def test_a_bad_keyword_is_named(data, keywords, error, message):
+    with pytest.raises(error, match=message):
+        fit(*data, "svgp", M=5, **keywords)
+
+
+@pytest.mark.parametrize("x, y, error, message", [
+    (np.zeros((5, 1)), np.zeros(4), ValueError, r"y has shape \[4\]; expected \[5\]"),
+    (np.zeros((2, 5, 1)), np.zeros(5), ValueError, r"x has shape \[2, 5, 1\]"),
+    (np.array([0.0, 1.0, np.inf, 3.0]), np.zeros(4), DataError, r"fit's x and y: 1 missing or infinite value\(s\) in "
+                                                                "x, the first in row 2, feature column 0"),
+    (np.arange(4.0), np.array([0, 1, 2, np.nan]), DataError, r"1 missing or infinite value\(s\) in y, the first in row 3"),
+])
+def test_bad_data_is_named(x, y, error, message):
+    with pytest.raises(error, match=message):
+        fit(x, y, "svgp", M=2, **QUICK)
+
+
+def test_progress_is_shown_and_logging_left_as_it_was(data, capsys):
+    logger = logging.getLogger(PROGRESS_LOGGER)
+    before = (logger.level, logger.propagate, list(logger.handlers))
+    fit(*data, "svgp", M=5, **{**QUICK, "progress": True})
+    assert [line.split(":")[0] for line in capsys.readouterr().err.splitlines()] == [
+        "iteration 5", "iteration 10"]
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+def test_a_registered_data_set_loads_from_a_mirror(shared_data, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    snelson = load_dataset("snelson", mirror=str(shared_data))
+    assert snelson.x.shape == (200, 1) and snelson.y.shape == (200,) and snelson.x_plot.shape == (301, 1)
+    assert (tmp_path / "data" / "raw" / "snelson" / "train_inputs").is_file()  # where gpstudy prepare puts it
+    np.testing.assert_array_equal(load_dataset("snelson").y, snelson.y)  # read again, no mirror needed
