@@ -3,6 +3,9 @@
 from collections.abc import Mapping
 from typing import Any
 
+import torch
+from torch.torch_version import TorchVersion
+
 from gpstudy.methods.autogp import AutoGP
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.exact_gp import ExactGP
@@ -47,5 +50,16 @@ def pairing_problems(method: str, options: Mapping[str, Any], kernel: str, kerne
     return problems + declared.kernel_problems(options, kernel, kernel_options)
 
 
+def compile_problem(method: str) -> str | None:
+    """Why the installed torch cannot train method ``method`` (of ``METHODS``) compiled
+    (``training.torch_compile``: below its ``compile_needs_torch``), with the fix; None where it can."""
+    needed = METHODS[method].compile_needs_torch
+    if needed is None or TorchVersion(torch.__version__) >= needed:
+        return None
+    return (f"training.torch_compile: true needs torch >= {needed} for method {method!r} (its compiled training fails "
+            f"before it: docs/installation.md), but torch {torch.__version__} is installed; upgrade torch, or set "
+            "training.torch_compile: false")
+
+
 __all__ = ["FBNN", "GPNet", "METHODS", "ODVGP", "SVGP", "AutoGP", "ExactGP", "Method", "MethodConfig", "Problem",
-           "build_method", "pairing_problems"]
+           "build_method", "compile_problem", "pairing_problems"]

@@ -15,6 +15,11 @@ from gpstudy.methods.problem import Problem
 from gpstudy.nets import NETWORKS
 from gpstudy.numerics import PREDICT_CHUNK
 
+# training.torch_compile's lowest torch: before it, compiling GPNet's or FBNN's training fails (inductor's
+# backward at 2.4.0 and 2.6.0, dynamo at 2.9.1, 2.11.0 and 2.12.1: docs/installation.md); a method proven to
+# compile on an older torch says None
+COMPILE_NEEDS_TORCH = "2.13"
+
 
 @dataclass(frozen=True)
 class MethodConfig:
@@ -53,6 +58,7 @@ class Method(nn.Module):
     name: ClassVar[str]
     options_schema: ClassVar[dict[str, dict]] = {}  # the method's own options: name -> JSON schema
     predict_chunk: int = PREDICT_CHUNK  # points predicted at a time (``training.run.predict``)
+    compile_needs_torch: ClassVar[str | None] = COMPILE_NEEDS_TORCH  # torch_compile's lowest torch; None: any
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from gpstudy.data.registry import Dataset
 from gpstudy.devices import resolve_device
 from gpstudy.kernels import KERNELS, Kernel, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
-from gpstudy.methods import METHODS, MethodConfig, pairing_problems
+from gpstudy.methods import METHODS, MethodConfig, compile_problem, pairing_problems
 from gpstudy.study.schema import object_schema, training_keys
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every training run (see run_settings)
@@ -35,7 +35,8 @@ def variant_labels(config: dict[str, Any]) -> dict[str, str]:
 
 
 class SettingsError(ValueError):
-    """Settings that do not fit together (a kernel, likelihood or option the method cannot take)."""
+    """Settings that do not fit together (a kernel, likelihood or option the method cannot take) or the
+    installed torch (``compile_problem``)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class RunSettings:
     torch_compile: bool
 
     def check(self, dataset: Dataset) -> None:
-        """Raise :class:`SettingsError` unless kernel, likelihood and method fit each other and ``dataset``."""
+        """Raise :class:`SettingsError` unless kernel, likelihood and method fit each other and ``dataset``,
+        and, with ``torch_compile``, the installed torch compiles the method (``compile_problem``)."""
         method = METHODS[self.method]
         if self.M < 1:
             raise SettingsError(f"M = {self.M}: a method needs at least one inducing or measurement point")
@@ -88,6 +90,8 @@ class RunSettings:
                                 f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}")
         if problems := pairing_problems(self.method, self.options, self.kernel, self.kernel_options, self.likelihood):
             raise SettingsError("; ".join(problems))
+        if self.torch_compile and (problem := compile_problem(self.method)):
+            raise SettingsError(problem)
         if self.pretrain and self.likelihood != "gaussian":
             raise SettingsError("pretrain: true fits the exact GP's marginal likelihood, which needs the gaussian "
                                 f"likelihood, not {self.likelihood!r}")

@@ -11,8 +11,9 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.devices import synchronize
-from gpstudy.methods import Method
+from gpstudy.methods import Method, compile_problem
 from gpstudy.optim import adam, optimizer_step
+from gpstudy.study.settings import SettingsError
 from gpstudy.training.checkpoint import Checkpointer, load
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,8 @@ def fit(
         fingerprint: what the run is (settings, splits, start, code); a checkpoint written under
             another fingerprint is discarded with a warning, never resumed.
         torch_compile: run the method's loss (forward and backward) through ``torch.compile``; its
-            compile time, in the first iterations, counts as training time.
+            compile time, in the first iterations, counts as training time. A torch too old to compile
+            the method (``gpstudy.methods.compile_problem``) raises :class:`SettingsError` before training.
 
     Returns:
         The learning curve (one dict per evaluation: iteration, seconds, and per split the objective
@@ -118,6 +120,8 @@ def fit(
         excluded, the checkpoints' host copies included, summed over resumed sessions; a checkpoint
         records the host's clock, unsynchronised, so its seconds may miss the device's queued work).
     """
+    if torch_compile and (problem := compile_problem(method.name)):  # the job's torch (RunSettings.check: the plan's)
+        raise SettingsError(problem)
     optimizer = adam(method.adam_parameters(), lr, x_train.device)
     sampler = BatchSampler(x_train.shape[-2], batch_size, generators, x_train.device)
     start, curve, seconds = 1, [], 0.0

@@ -3,14 +3,19 @@ decide a number, the quick study in several, each named with the paper's value."
 
 from pathlib import Path
 
+import pytest
+
 from gpstudy.claims import settings_gaps
 from gpstudy.claims.evidence import cell_key
+from gpstudy.methods import compile_problem
 from gpstudy.study import load_config, study_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_paper_cpu_overlay_trains_figure_4_and_svgp_100_at_the_papers_settings(study_config):
+    if problem := compile_problem("gpnet"):  # the overlay compiles GPNet: its validation refuses this torch
+        pytest.skip(problem)
     overlay = load_config(REPO / "config.yaml", REPO / "configs" / "paper-cpu.yaml")
     assert settings_gaps(overlay, study_config) == {}
     cells = {(job.experiment, job.dataset, job.method, job.M, len(job.splits)) for job in study_jobs(overlay)}

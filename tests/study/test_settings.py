@@ -3,14 +3,20 @@ command line; no defaults of their own."""
 
 import copy
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from gpstudy import devices
-from gpstudy.study import RunSettings, run_settings, training_keys, validate_config
+from gpstudy.data.registry import get_dataset
+from gpstudy.methods.base import COMPILE_NEEDS_TORCH
+from gpstudy.study import ConfigError, RunSettings, merge, run_settings, training_keys, validate_config
 from gpstudy.study.settings import SettingsError, exact_gp_settings
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_precedence(study_config):
@@ -136,3 +142,37 @@ def test_a_fresh_kernel_starts_at_the_initial_lengthscale(settings_for):
     kernel = settings_for("svgp", 5, initial_lengthscale=10.0, kernel="matern52").build_kernel(3, (2,))
     torch.testing.assert_close(kernel.lengthscale, torch.full((2, 3), 10.0, dtype=torch.float64))
     torch.testing.assert_close(kernel.variance, torch.ones(2, dtype=torch.float64))
+
+
+def test_torch_compile_is_refused_below_the_torch_that_compiles_the_method(monkeypatch, settings_for):
+    """Compiled GPNet and FBNN fail (in dynamo or inductor's backward) before ``COMPILE_NEEDS_TORCH``
+    (docs/installation.md): refused when the settings are checked, before any data is read, with the installed
+    torch, the one needed and the fix named; eager training and compiled SVGP (which work there) are not."""
+    major, minor = map(int, COMPILE_NEEDS_TORCH.split("."))
+    below = f"{major}.{minor - 1}.9+cu124"  # the last patches of the minor release below
+    boston = get_dataset("boston")
+    monkeypatch.setattr(torch, "__version__", below)
+    for method in ("gpnet", "fbnn"):
+        message = (f"training.torch_compile: true needs torch >= {COMPILE_NEEDS_TORCH} for method {method!r} "
+                   f"(its compiled training fails before it: docs/installation.md), but torch {below} is installed; "
+                   "upgrade torch, or set training.torch_compile: false")
+        with pytest.raises(SettingsError) as refused:
+            settings_for(method, 8, torch_compile=True).check(boston)
+        assert str(refused.value) == message
+        settings_for(method, 8, torch_compile=False).check(boston)
+    settings_for("svgp", 8, torch_compile=True).check(boston)
+    for version in (f"{COMPILE_NEEDS_TORCH}.0", f"{COMPILE_NEEDS_TORCH}.0+cpu"):
+        monkeypatch.setattr(torch, "__version__", version)
+        for method in ("gpnet", "fbnn"):
+            settings_for(method, 8, torch_compile=True).check(boston)
+
+
+def test_a_study_compiling_gpnet_on_a_torch_too_old_is_refused_before_any_job(monkeypatch):
+    """configs/paper-cpu.yaml compiles Snelson's GPNet and FBNN: Snakemake's validation refuses the study."""
+    paper_cpu = yaml.safe_load((REPO / "config.yaml").read_text())  # load_config would validate it already
+    merge(paper_cpu, yaml.safe_load((REPO / "configs" / "paper-cpu.yaml").read_text()))
+    major, minor = map(int, COMPILE_NEEDS_TORCH.split("."))
+    monkeypatch.setattr(torch, "__version__", f"{major}.{minor - 1}.9")
+    with pytest.raises(ConfigError, match=r"experiment 'snelson', data set 'snelson', method 'gpnet': training\."
+                                          rf"torch_compile: true needs torch >= {COMPILE_NEEDS_TORCH} for method"):
+        validate_config(paper_cpu)
