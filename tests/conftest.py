@@ -14,12 +14,15 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 from gpstudy.kernels import KERNELS, feature_map_problem
 from gpstudy.methods import MethodConfig
 from gpstudy.study import RunSettings, load_config, run_settings
 
 REPO = Path(__file__).resolve().parents[1]
+if "PYTEST_XDIST_WORKER" in os.environ:  # one torch thread per worker: n workers on n cores, none spin-waiting
+    torch.set_num_threads(1)  # for a core another worker or a Snakemake job holds
 
 
 def enumerated_options(name: str) -> list[dict]:

@@ -112,7 +112,8 @@ def fit(
             another fingerprint is discarded with a warning, never resumed.
         torch_compile: run the method's loss (forward and backward) through ``torch.compile``; its
             compile time, in the first iterations, counts as training time. A torch too old to compile
-            the method (``gpstudy.methods.compile_problem``) raises :class:`SettingsError` before training.
+            the method (``gpstudy.methods.compile_problem``) raises
+            :class:`gpstudy.study.settings.SettingsError` before training.
 
     Returns:
         The learning curve (one dict per evaluation: iteration, seconds, and per split the objective
