@@ -328,7 +328,7 @@ def _run_lines(runs: pd.DataFrame, with_status: bool) -> list[str]:
             lines += [f"  {name} split {row.split}: {row.status} in the results, {row.status_reference} in the "
                       "reference" for row in group.itertuples()]
         else:
-            lines.append(f"  {name}: split {_ranges(sorted(group['split']))}")
+            lines.append(f"  {name}: split{'s' if len(group) > 1 else ''} {_ranges(sorted(group['split']))}")
     return lines
 
 
