@@ -86,8 +86,7 @@ def compare_cells(results: pd.DataFrame, reference: pd.DataFrame, tolerance: Tol
     (``results_``/``reference_``), difference (results - reference), se_units (difference / the reference's
     se), relative (difference / |reference's mean|), within (the tolerance), and differs: what else differs
     between the cell's runs on the two sides (``run_differences``)."""
-    shared = results.merge(reference[LABELS + ["status"]], on=LABELS, suffixes=("", "_reference"))
-    labels = shared.loc[(shared["status"] == "ok") & (shared["status_reference"] == "ok"), LABELS]
+    labels = ok_on_both(results, reference)
     sides = {name: runs.merge(labels, on=LABELS) for name, runs in (("results", results), ("reference", reference))}
     frames = []
     for metric in METRICS:
@@ -109,6 +108,12 @@ def compare_cells(results: pd.DataFrame, reference: pd.DataFrame, tolerance: Tol
     cells = cells.sort_values([*CELL, "metric"], ignore_index=True).astype({"metric": str})
     return cells[[*CELL, "metric", "n", "results_mean", "results_se", "reference_mean", "reference_se", "difference",
                   "se_units", "relative", "within", "differs"]]
+
+
+def ok_on_both(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """The LABELS of the runs both tables hold with status ok."""
+    both = results[LABELS + ["status"]].merge(reference[LABELS + ["status"]], on=LABELS, suffixes=("", "_reference"))
+    return both.loc[(both["status"] == "ok") & (both["status_reference"] == "ok"), LABELS]
 
 
 def run_differences(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
@@ -280,8 +285,7 @@ def compare(results: Path, reference: Path, tolerance: Tolerance = Tolerance(), 
 def _identical_runs(results: pd.DataFrame, reference: pd.DataFrame) -> tuple[int, int]:
     """How many runs ok on both sides have every metric equal bit for bit (empty on both counts as equal), of
     how many runs ok on both sides."""
-    both = results.merge(reference, on=LABELS, suffixes=("", "_reference"))
-    both = both[(both["status"] == "ok") & (both["status_reference"] == "ok")]
+    both = results.merge(reference, on=LABELS, suffixes=("", "_reference")).merge(ok_on_both(results, reference))
     equal = [(both[m] == both[f"{m}_reference"]) | (both[m].isna() & both[f"{m}_reference"].isna()) for m in METRICS]
     return int(np.logical_and.reduce(equal).sum()) if len(both) else 0, len(both)
 

@@ -77,6 +77,7 @@ def test_a_moved_cell_is_named_and_fails(tmp_path, reference, capsys):
     assert out.splitlines()[-1] == "differs: 3 of 4 cells within tolerance, 1 of 1 claims the same"
     assert ("  snelson snelson gpnet M=2 rmse: 0.365184 against 0.384 (-4.9%); its runs differ in cpu_capability "
             "AVX512 against AVX2\n") in out
+    assert "Runs ok on both sides whose metrics are equal bit for bit: 3 of 4." in out
     cell = compare(results, reference).cells.set_index(["method", "metric"]).loc[("gpnet", "rmse")]
     assert math.isclose(cell["relative"], -0.049) and math.isnan(cell["se_units"]) and not cell["within"]
 
