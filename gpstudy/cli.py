@@ -7,6 +7,7 @@ and ``gpstudy --version`` start without it.
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +134,22 @@ def main(argv: list[str] | None = None) -> None:
     shown.add_argument("--method", required=True, help="a registered method or a variant the config defines")
     shown.add_argument("--M", type=int, required=True, help="inducing or measurement points")
     add_config_arguments(shown)
+    compared = commands.add_parser("compare", help="a regeneration against a reference, cell by cell: exit 0 "
+                                   "when reproduced within the tolerance, 1 when not, 2 on an unreadable folder")
+    compared.add_argument("results", type=Path, metavar="RESULTS", help="a results folder (results/: runs.csv, "
+                          "claims.csv)")
+    compared.add_argument("reference", type=Path, metavar="REFERENCE", help="the folder compared with, e.g. "
+                          "docs/reference/paper-cpu or an earlier results/")
+    compared.add_argument("--se", type=float, help="a cell may move at most this many of the reference's "
+                          "standard errors (default 0.1, gpstudy.compare.Tolerance's)")
+    compared.add_argument("--relative", type=float, help="and at most this fraction of the reference's mean "
+                          "(default 0.001, gpstudy.compare.Tolerance's)")
+    compared.add_argument("--partial", action="store_true", help="RESULTS regenerated part of REFERENCE: the "
+                          "reference's runs and claims it lacks are no difference")
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        compare_folders(args)
+        return
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "datasets":
         from gpstudy.data import DATASETS
@@ -157,6 +173,21 @@ def main(argv: list[str] | None = None) -> None:
     except (ConfigError, SettingsError) as error:
         message = " ".join(line.strip() for line in str(error).splitlines())
         raise SystemExit(f"gpstudy {args.command}: {message}") from None
+
+
+def compare_folders(args: argparse.Namespace) -> None:
+    """``gpstudy compare``: print the comparison; exit 1 when it differs, 2 when a folder cannot be read."""
+    from gpstudy.compare import Tolerance, compare
+
+    try:
+        given = {name: value for name, value in (("se", args.se), ("relative", args.relative)) if value is not None}
+        comparison = compare(args.results, args.reference, Tolerance(**given), partial=args.partial)
+    except ValueError as error:
+        print(f"gpstudy compare: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(comparison.report())
+    if not comparison.reproduced:
+        raise SystemExit(1)
 
 
 def show_settings(config: dict[str, Any], sources: "Sources", args: argparse.Namespace) -> None:

@@ -102,7 +102,7 @@ def test_version_is_the_package_version(capsys):
     assert exit.value.code == 0 and capsys.readouterr().out == f"gpstudy {gpstudy.__version__}\n"
 
 
-@pytest.mark.parametrize("words", [["--help"], ["--version"], ["train", "--help"]])
+@pytest.mark.parametrize("words", [["--help"], ["--version"], ["train", "--help"], ["compare", "--help"]])
 def test_help_and_version_do_not_import_torch(words):
     """Issue 36: ``gpstudy --help`` starts in a fraction of a second: torch (about 4 s) is imported by the
     commands that use it, not by the command line's module."""

@@ -29,6 +29,7 @@ SKIPPED = {  # a command's distinctive words -> why it is not dry-run here
 NOT_CONFIG = {  # `key: value` names of the docs that are not config keys
     "retries": "a Snakemake profile setting (profiles/slurm)",
     "gpu": "a Snakemake resource of profiles/default",
+    "reproduced": "gpstudy compare's verdict line (docs/reproducibility.md)",
 }
 PLACEHOLDERS = {"/path/to/mirror": "mirror", "DIR": "mirror"}  # a reader's own folder, here an empty one
 
