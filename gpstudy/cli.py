@@ -183,9 +183,9 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics."""
     import torch
 
+    from gpstudy import progress
     from gpstudy.likelihoods import LIKELIHOODS
     from gpstudy.memory import keep_freed_memory
-    from gpstudy import progress
     from gpstudy.metrics import TASK_METRICS
     from gpstudy.study import dataset_of, run_settings
     from gpstudy.training import run_job

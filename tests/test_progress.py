@@ -1,13 +1,12 @@
 """Progress a person can read: "iteration k of T (p%), it/s, elapsed, ETA" at the wall-clock interval and at
-each evaluation, by the host's clock alone; the final state of training, pretraining and the exact GP; a
-tqdm bar where a person watches and none in a batch job."""
+each evaluation, by the host's clock alone, and training's final state; a tqdm bar where a person watches
+and none in a batch job. (Pretraining's and the exact GP's logs: tests/training/test_fit.py.)"""
 
 import io
 import itertools
 import logging
 import sys
 import types
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +19,7 @@ from gpstudy.host_sync import HostSyncCounter
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.notebook import fit
-from gpstudy.pretrain import load_hyperparameters, pretrain_hyperparameters, readable_hyperparameters
-from gpstudy.training import exact_reference, pretrain_splits
-from tests.training.test_fit import toy_split
+from gpstudy.pretrain import pretrain_hyperparameters
 
 REPO = Path(__file__).resolve().parents[1]
 SHORT = {"iterations": 10, "eval_every": 5, "device": "cpu", "progress": False}
@@ -83,29 +80,6 @@ def test_progress_lines_add_no_host_synchronisation(data, monkeypatch):
     with HostSyncCounter() as counter:  # a line at every step, and only the deliberate one per step
         pretrain_hyperparameters(x, y, kernel, likelihood, iterations=5, **run)
     assert counter.unexpected() == [] and len(counter.events) == 5, counter.summary()
-
-
-def test_a_pretraining_log_names_its_final_objective_and_hyperparameters(settings_for, caplog):
-    caplog.set_level(logging.INFO, logger="gpstudy")
-    settings = settings_for("exact", 1, pretrain_iterations=20, pretrain_subset=40)
-    learned = pretrain_splits({0: toy_split(d=1)}, settings)[0]
-    kernel, likelihood = RBF(1), GaussianLikelihood(0.1)
-    load_hyperparameters(kernel, likelihood, learned)
-    values = readable_hyperparameters(kernel, likelihood)
-    [done] = messages(caplog, "pretraining done")
-    assert done.startswith("pretraining done: objective [")
-    for name in ("lengthscale", "variance", "noise_variance"):
-        assert f", {progress.format_values({name: [values[name]]})}" in done  # a batch of one split
-    assert values["lengthscale"] != [1.0]  # learned, not the initial values
-
-
-def test_an_exact_gp_log_names_its_objective_and_hyperparameters(settings_for, caplog):
-    caplog.set_level(logging.INFO, logger="gpstudy")
-    split = replace(toy_split(d=1), x_plot=np.linspace(-2, 2, 7)[:, None])
-    exact_reference(split, None, settings_for("exact", 1))
-    [line] = messages(caplog, "exact GP")
-    assert line.startswith("exact GP on 60 training points, posterior at 7 plot inputs: objective [")
-    assert ", lengthscale [[1]], variance [1], noise_variance [" in line
 
 
 class Terminal(io.StringIO):
