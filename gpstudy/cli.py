@@ -214,6 +214,7 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics."""
     import torch
 
+    from gpstudy import progress
     from gpstudy.likelihoods import LIKELIHOODS
     from gpstudy.memory import keep_freed_memory
     from gpstudy.metrics import TASK_METRICS
@@ -230,9 +231,10 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
     out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
     out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
-    results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
-                      out / "checkpoint.pt", labels, None, jobs_per_gpu=config["jobs_per_gpu"],
-                      gpu_lock_dir=config["gpu_lock_dir"])
+    with progress.bars(progress.watched()):  # a bar on a terminal, none when the output goes to a file
+        results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
+                          out / "checkpoint.pt", labels, None, jobs_per_gpu=config["jobs_per_gpu"],
+                          gpu_lock_dir=config["gpu_lock_dir"])
     names = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
     for s, metrics in results.items():
         values = ", ".join(f"{name} {metrics[name]:.4g}" for name in names)

@@ -1,5 +1,6 @@
 """Hyperparameter pretraining on the exact GP marginal likelihood, and saving the result."""
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.optim import adam, optimizer_step
+from gpstudy.progress import Progress
+
+log = logging.getLogger(__name__)
 
 
 def pretrain_hyperparameters(
@@ -25,8 +29,9 @@ def pretrain_hyperparameters(
     iterations: int,
     lr: float,
     generators: draws.Generators,
-) -> None:
-    """Fit kernel and noise in place by Adam on -LML / n of a random subset (STUDY.md, appendix B.2).
+) -> Tensor:
+    """Fit kernel and noise in place by Adam on -LML / n of a random subset (STUDY.md, appendix B.2); return
+    the objective ``[*batch]`` of the last step (before its update), unread: no host synchronisation.
 
     A batch of splits (kernel and likelihood with ``batch_shape=(S,)``) is fitted on the sum of their
     objectives, each split on its own subset.
@@ -45,9 +50,17 @@ def pretrain_hyperparameters(
     subset = draws.randperm(x.shape[-2], generators, x.device)[..., :subset_size]
     x_subset, y_subset = draws.take_rows(x, subset), draws.take_rows(y, subset)
     optimizer = adam([*kernel.parameters(), *likelihood.parameters()], lr, x.device)
-    for _ in range(iterations):
-        optimizer_step(optimizer, lambda: -log_marginal_likelihood(x_subset, y_subset, kernel, likelihood)
-                       / y_subset.shape[-1], generators)
+    with Progress("pretraining", iterations, log) as progress:
+        for step in range(1, iterations + 1):
+            objective = optimizer_step(optimizer, lambda: negative_lml_per_point(x_subset, y_subset, kernel,
+                                                                                 likelihood), generators)
+            progress.step(step)  # the host's clock alone: no device read
+    return objective.detach()
+
+
+def negative_lml_per_point(x: Tensor, y: Tensor, kernel: Kernel, likelihood: GaussianLikelihood) -> Tensor:
+    """Pretraining's objective, -log N(y | 0, K + sigma^2 I) / n ``[*batch]`` (Rasmussen & Williams, eq. 2.30)."""
+    return -log_marginal_likelihood(x, y, kernel, likelihood) / y.shape[-1]
 
 
 def hyperparameters_to_dict(kernel: Kernel, likelihood: Likelihood) -> dict[str, dict]:

@@ -88,8 +88,10 @@ def test_progress_is_shown_and_logging_left_as_it_was(data, capsys):
     logger = logging.getLogger(PROGRESS_LOGGER)
     before = (logger.level, logger.propagate, list(logger.handlers))
     fit(*data, "svgp", M=5, **{**QUICK, "progress": True})
-    assert [line.split(":")[0] for line in capsys.readouterr().err.splitlines()] == [
-        "iteration 5", "iteration 10"]
+    lines = capsys.readouterr().err.splitlines()  # not a terminal: lines, no bar
+    assert [line.split(",")[0] for line in lines[:2]] == ["training: iteration 5 of 10 (50%)",
+                                                          "training: iteration 10 of 10 (100%)"]
+    assert len(lines) == 3 and lines[2].startswith("training done: objective ")
     assert (logger.level, logger.propagate, list(logger.handlers)) == before
 
 

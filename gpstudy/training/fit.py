@@ -13,6 +13,8 @@ from gpstudy import generators as draws
 from gpstudy.devices import synchronize
 from gpstudy.methods import Method, compile_problem
 from gpstudy.optim import adam, optimizer_step
+from gpstudy.pretrain import readable_hyperparameters
+from gpstudy.progress import Progress, format_values
 from gpstudy.study.settings import SettingsError
 from gpstudy.training.checkpoint import Checkpointer, load
 
@@ -141,20 +143,26 @@ def fit(
     step_as_symbol = (torch.compiler.config.patch(dynamic_sources=STEP_SOURCE)
                       if torch_compile and step_as_symbol_supported() else contextlib.nullcontext())
     tic = time.perf_counter()
-    with checkpoints, step_as_symbol:  # leaving waits for the checkpoint being written
+    progress = Progress("training", iterations, log, start)
+    with checkpoints, step_as_symbol, progress:  # leaving waits for the checkpoint being written
         for step in range(start, iterations + 1):
             loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators, loss_function)
             if step % eval_every == 0 or step == iterations:
                 seconds += _elapsed(tic, x_train.device)
                 metrics = {key: value.tolist() for key, value in evaluate().items()}
                 curve.append({"iteration": step, "objective": loss.detach().tolist(), "seconds": seconds, **metrics})
-                log.info("iteration %d: %s (%.1f it/s)", step, _format(curve[-1]), step / max(seconds, 1e-9))
+                progress.step(step, format_values({key: value for key, value in curve[-1].items()
+                                                   if key != "iteration"}))
                 tic = time.perf_counter()
+            else:
+                progress.step(step)  # the host's clock alone: no device read
             if checkpoints.due(step) and step < iterations:
                 checkpoints.write({"method": method.state_dict(), "optimizer": optimizer.state_dict(),
                                    "generators": draws.get_state(generators), "sampler": sampler.state_dict(),
                                    "step": step, "curve": curve, "seconds": seconds + time.perf_counter() - tic,
                                    "fingerprint": fingerprint})
+    log.info("training done: %s", format_values({"objective": curve[-1]["objective"],
+                                                  **readable_hyperparameters(method.kernel, method.likelihood)}))
     return curve, seconds
 
 
@@ -163,9 +171,3 @@ def _elapsed(tic: float, device: torch.device) -> float:
     synchronize(device)
     return time.perf_counter() - tic
 
-
-def _format(record: dict) -> str:
-    """``key value`` pairs of a curve record; a batch's values as ``[a, b, ...]``."""
-    def number(value: float | list[float]) -> str:
-        return "[" + ", ".join(f"{v:.4g}" for v in value) + "]" if isinstance(value, list) else f"{value:.4g}"
-    return ", ".join(f"{key} {number(value)}" for key, value in record.items() if key != "iteration")

@@ -21,8 +21,10 @@ from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import Method, MethodConfig, Problem, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
-from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
-                              readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
+from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, negative_lml_per_point,
+                              pretrain_hyperparameters, readable_hyperparameters, stack_hyperparameters,
+                              unstack_hyperparameters)
+from gpstudy.progress import format_values
 from gpstudy.provenance import run_environment
 from gpstudy.study.settings import RunSettings
 from gpstudy.training.finished import finished_path, job_identity, keep_outputs, restore_outputs
@@ -93,9 +95,11 @@ def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int
     """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch; of
     ``settings`` it reads ``PRETRAINING_READS`` alone."""
     problem = SplitsProblem(splits, settings, None)
-    pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                             subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,
-                             lr=settings.pretrain_lr, generators=problem.generators)
+    objective = pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
+                                         subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,
+                                         lr=settings.pretrain_lr, generators=problem.generators)
+    log.info("pretraining done: %s", format_values({"objective": objective.tolist(),
+                                                    **readable_hyperparameters(problem.kernel, problem.likelihood)}))
     return dict(zip(splits, unstack_hyperparameters(hyperparameters_to_dict(problem.kernel, problem.likelihood))))
 
 
@@ -128,6 +132,11 @@ def exact_reference(split: Split, hyperparameters: dict | None, settings: RunSet
     hyperparameters (None: STUDY.md's initial values); ``settings`` give kernel, dtype and device."""
     problem = SplitsProblem({0: split}, settings, None if hyperparameters is None else {0: hyperparameters})
     method = build_method("exact", problem, MethodConfig(M=0, n_train=problem.x_train.shape[-2]))
+    with torch.no_grad():
+        objective = negative_lml_per_point(problem.x_train, problem.y_train, problem.kernel, problem.likelihood)
+    log.info("exact GP on %d training points, posterior at %d plot inputs: %s", split.x_train.shape[0],
+             split.x_plot.shape[0], format_values({"objective": objective.tolist(),
+                                                   **readable_hyperparameters(problem.kernel, problem.likelihood)}))
     return plot_predictions(method, problem.splits)[0]
 
 

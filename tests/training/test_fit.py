@@ -1,6 +1,8 @@
-"""The training loop: batches of splits, checkpoint and bit-identical resume, failures recorded as rows."""
+"""The training loop: batches of splits, checkpoint and bit-identical resume, failures recorded as rows; what
+pretraining and the exact GP log."""
 
 import json
+import logging
 from dataclasses import replace
 
 import numpy as np
@@ -8,10 +10,14 @@ import pandas as pd
 import pytest
 import torch
 
+from gpstudy import progress
 from gpstudy.data import Split
+from gpstudy.kernels import RBF
+from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import METHODS, compile_problem
+from gpstudy.pretrain import load_hyperparameters, readable_hyperparameters
 from gpstudy.study.settings import SettingsError
-from gpstudy.training import BatchSampler, exact_reference, run_splits, train_splits
+from gpstudy.training import BatchSampler, exact_reference, pretrain_splits, run_splits, train_splits
 from gpstudy.training.fit import step_as_symbol_supported
 from gpstudy.training.run import SplitsProblem
 
@@ -190,6 +196,29 @@ def test_exact_reference_predicts_at_the_plot_inputs(settings_for):
     reference = exact_reference(split, None, settings_for("exact", 1))
     assert list(reference.columns) == ["x", "mean", "var_f", "var_y"] and len(reference) == 7
     assert np.isfinite(reference.to_numpy()).all() and (reference["var_y"] > reference["var_f"]).all()
+
+
+def test_a_pretraining_log_names_its_final_objective_and_hyperparameters(settings_for, caplog):
+    caplog.set_level(logging.INFO, logger="gpstudy")
+    settings = settings_for("exact", 1, pretrain_iterations=20, pretrain_subset=40)
+    learned = pretrain_splits({0: toy_split(d=1)}, settings)[0]
+    kernel, likelihood = RBF(1), GaussianLikelihood(0.1)
+    load_hyperparameters(kernel, likelihood, learned)
+    values = readable_hyperparameters(kernel, likelihood)
+    [done] = [message for message in caplog.messages if message.startswith("pretraining done")]
+    assert done.startswith("pretraining done: objective [")
+    for name in ("lengthscale", "variance", "noise_variance"):
+        assert f", {progress.format_values({name: [values[name]]})}" in done  # a batch of one split
+    assert values["lengthscale"] != [1.0]  # learned, not the initial values
+
+
+def test_an_exact_gp_log_names_its_objective_and_hyperparameters(settings_for, caplog):
+    caplog.set_level(logging.INFO, logger="gpstudy")
+    split = replace(toy_split(d=1), x_plot=np.linspace(-2, 2, 7)[:, None])
+    exact_reference(split, None, settings_for("exact", 1))
+    [line] = [message for message in caplog.messages if message.startswith("exact GP")]
+    assert line.startswith("exact GP on 60 training points, posterior at 7 plot inputs: objective [")
+    assert ", lengthscale [[1]], variance [1], noise_variance [" in line
 
 
 def labelled_split(seed: int = 0) -> Split:
