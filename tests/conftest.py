@@ -77,6 +77,23 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def copy_package(folder: Path, changed: bool) -> Path:
+    """A copy of the checkout's gpstudy package (config.yaml's link followed, as a wheel has it) in
+    ``folder``, with one line added to a module when ``changed``; the folder to put on a job's path."""
+    copy = folder / "gpstudy"
+    shutil.copytree(REPO / "gpstudy", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    if changed:
+        with open(copy / "metrics.py", "a") as module:
+            module.write("# a line the checkout does not have\n")
+    return folder
+
+
+@pytest.fixture
+def package_copy():
+    """:func:`copy_package`, for the tests of one copy of the code (tests/test_job.py, tests/test_wheel.py)."""
+    return copy_package
+
+
 @pytest.fixture(scope="session")
 def outside_env() -> dict[str, str]:
     """The environment of a process that must not see the checkout's gpstudy: this one's without PYTHONPATH."""

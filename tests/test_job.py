@@ -3,7 +3,6 @@ than the checkout that planned it, with other code, refuses to start with a one-
 the way out; a copy of the same code (a fresh non-editable install) runs."""
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,23 +17,12 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 MANIFEST = "data/raw/snelson/files_random.json"  # a small job: Snelson's files fetched from the mirror
 
 
-def package_copy(folder: Path, changed: bool) -> Path:
-    """A copy of the gpstudy package (config.yaml's link followed, as a wheel has it) in ``folder``, with one
-    line added to a module when ``changed``; the folder to put on a job's path."""
-    copy = folder / "gpstudy"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    if changed:
-        with open(copy / "metrics.py", "a") as module:
-            module.write("# a line the checkout does not have\n")
-    return folder
-
-
-def test_the_same_package_or_a_copy_of_its_code_is_one_copy(tmp_path):
+def test_the_same_package_or_a_copy_of_its_code_is_one_copy(tmp_path, package_copy):
     check_same_code(PACKAGE)
     check_same_code(PACKAGE, running=package_copy(tmp_path, changed=False) / "gpstudy")
 
 
-def test_another_copy_of_the_code_is_refused_naming_both_and_the_way_out(tmp_path):
+def test_another_copy_of_the_code_is_refused_naming_both_and_the_way_out(tmp_path, package_copy):
     changed = package_copy(tmp_path, changed=True) / "gpstudy"
     for planned, running in ((PACKAGE, changed), (changed, PACKAGE), (tmp_path / "missing", PACKAGE)):
         with pytest.raises(CodeCopyError) as refused:
@@ -45,7 +33,7 @@ def test_another_copy_of_the_code_is_refused_naming_both_and_the_way_out(tmp_pat
 
 
 @pytest.mark.parametrize("path", ["job", "plan"])
-def test_a_snakemake_job_refuses_another_gpstudy(tmp_path, shared_data, path):
+def test_a_snakemake_job_refuses_another_gpstudy(tmp_path, shared_data, package_copy, path):
     """``job``: a changed copy first on the jobs' path (PYTHONPATH; the plan imports the checkout, Snakemake
     puts it first): the job stops before its script does anything, the message on Snakemake's console.
     ``plan``: the checkout on PYTHONPATH behind the changed copy, so that the plan itself imports the copy:

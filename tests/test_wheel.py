@@ -3,7 +3,6 @@
 package is one copy of the code with the checkout it was built of (issue 36, item 4), not with an edit of it."""
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -54,13 +53,10 @@ def test_the_wheel_runs_outside_the_checkout(installed_wheel, outside_env, tmp_p
 
 
 def test_a_wheel_of_the_checkout_is_its_code_and_an_edit_of_the_checkout_is_not(installed_wheel, outside_env,
-                                                                                tmp_path):
+                                                                                tmp_path, package_copy):
     """The gpstudy of a wheel installed outside the checkout passes the jobs' check against the checkout it
     was built of, and is refused once that checkout's code changes (a `git pull` without a reinstall)."""
-    edited = tmp_path / "edited/gpstudy"  # the checkout's package, one module edited
-    shutil.copytree(REPO / "gpstudy", edited, ignore=shutil.ignore_patterns("__pycache__"))
-    with open(edited / "metrics.py", "a") as module:
-        module.write("# a line the installed copy does not have\n")
+    edited = package_copy(tmp_path / "edited", changed=True) / "gpstudy"  # the checkout's package, one module edited
     for planned, refused in ((REPO / "gpstudy", False), (edited, True)):
         run = subprocess.run([installed_wheel / "python", "-c", "import sys; from gpstudy.job import check_same_code; "
                               "check_same_code(sys.argv[1])", str(planned)], cwd=tmp_path, env=outside_env,
