@@ -50,3 +50,24 @@ def test_a_snakemake_job_refuses_another_gpstudy(tmp_path, shared_data, package_
     named = f"this process imports gpstudy from {copy.resolve() / 'gpstudy'}, not the workflow's {REPO / 'gpstudy'}"
     assert named in output, output
     assert ('rules/common.smk", line' in output) == (path == "plan"), output  # where it stopped
+
+
+def test_every_job_log_names_the_job_and_what_it_wrote(tmp_path, shared_data):
+    """Issue 37: a split job's log was empty. Fetch, tabulate and split of Snelson, three real jobs: each log
+    starts with its rule and wildcards and ends with its run time and outputs; the split's says its rows."""
+    target = "data/splits/snelson/random/split0.npz"
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+               str(REPO / "configs/quick.yaml"), "--config", f"mirror={shared_data}", "--cores", "1", target]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    logs = {path.relative_to(tmp_path / "logs").parts[0]: path.read_text()
+            for path in (tmp_path / "logs").rglob("*.log")}
+    assert set(logs) == {"fetch", "tabulate", "split"}
+    split = logs["split"]
+    assert "rule split (dataset=snelson, protocol=random, split=0) started, pid" in split.splitlines()[0]
+    assert "snelson split 0 (random): " in split and " training and " in split
+    assert "rule split (dataset=snelson, protocol=random, split=0) ended after " in split
+    assert split.rstrip().endswith(f"1 of its 1 outputs written\n  {target}")
+    for rule, text in logs.items():
+        assert text.splitlines()[0].split(" INFO gpstudy.job: ")[1].startswith(f"rule {rule} ("), text
+        assert "outputs written" in text, text

@@ -115,4 +115,7 @@ def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path,
         split = make_split(table, train, test, dataset.standardize, info, standardize_inputs=standardize_inputs)
     except DataError as error:  # named with the files the table was read from
         raise DataError(f"{_files(dataset, protocol, manifest)}: {error}") from None
+    log.info("%s split %d (%s): %d training and %d test rows x %d features; y mean %.6g, std %.6g (training rows)",
+             dataset.name, info["split"], protocol, len(train), len(test), split.x_train.shape[1], split.y_mean,
+             split.y_std)
     save_split(output, split)
