@@ -88,10 +88,13 @@ def test_the_cpu_model_is_the_machines():
         assert f": {model}\n" in cpuinfo.read_text()
 
 
-def test_every_run_records_its_code_libraries_and_device(settings_for, tmp_path, monkeypatch):
+def test_every_run_records_its_code_libraries_and_device(settings_for, tmp_path, monkeypatch, request):
     """An ok run and a failed one: the versions as the installed distributions say, the commit as git says, the
-    device; and runs.csv carries them (read back as text: a version "2.10" never becomes 2.1)."""
+    device and torch's threads; and runs.csv carries them (read back as text: a version "2.10" never becomes 2.1)."""
     run = settings_for("svgp", 4, iterations=1, batch_size=8, eval_every=1, device="cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)  # the count in effect when the run ran, not a default
+    request.addfinalizer(lambda: torch.set_num_threads(threads))
     ok = run_splits({0: split()}, run, {0: tmp_path / "ok"}, tmp_path / "ok.pt", labels(0))[0]
     monkeypatch.setattr(run_module, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(CholeskyError("x")))
     failed = run_splits({1: split()}, replace(run, seed=1), {1: tmp_path / "failed"}, tmp_path / "failed.pt",
@@ -104,6 +107,7 @@ def test_every_run_records_its_code_libraries_and_device(settings_for, tmp_path,
     else:
         commit = (None, None)
     expected = {"device": "cpu", "device_name": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                "threads": threads + 1,
                 "gpstudy_version": gpstudy.__version__, "git_commit": commit[0], "git_dirty": commit[1],
                 "torch_version": torch.__version__, "numpy_version": importlib.metadata.version("numpy"),
                 "pandas_version": importlib.metadata.version("pandas")}
