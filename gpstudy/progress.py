@@ -60,6 +60,7 @@ class Progress:
     def __init__(self, what: str, total: int, log: logging.Logger, start: int = 1):
         self.what, self.total, self.log, self.start = what, total, log, start
         self.began = self.last = clock()
+        self.since = (start - 1, self.began)  # (iteration, time) the rate counts from: the first's end, once done
         self.bar, self.console = None, contextlib.nullcontext()
         if _bars_shown[0]:
             from tqdm.auto import tqdm
@@ -85,14 +86,21 @@ class Progress:
         if self.bar is not None:
             self.bar.update(k - self.bar.n)
         now = clock()
+        if k == self.start:  # the first iteration compiles and warms up: the rate counts the iterations after it
+            self.since = (k, now)
         if details is not None or now - self.last >= LOG_SECONDS:
             self.last = now
             self.log.info("%s: %s%s", self.what, self.line(k, now), "" if details is None else f": {details}")
 
     def line(self, k: int, now: float) -> str:
-        """"iteration k of T (p%), r it/s, elapsed h:mm:ss, ETA h:mm:ss" at the clock's ``now``."""
-        elapsed = now - self.began
-        rate = (k - self.start + 1) / max(elapsed, 1e-9)  # this session's iterations (a resumed run's since resuming)
+        """"iteration k of T (p%), r it/s, elapsed h:mm:ss, ETA h:mm:ss" at the clock's ``now``: the rate of this
+        session's iterations (a resumed run's since resuming) after its first, whose compilation and warm-up
+        would make an ETA of days; at the first, its time instead."""
+        elapsed, (counted, since) = now - self.began, self.since
+        where = f"iteration {k} of {self.total} ({100 * k / self.total:.0f}%)"
+        if k <= counted:
+            return (f"{where}, elapsed {duration(elapsed)} (the first iteration: compilation, warm-up), "
+                    "ETA at the next line")
+        rate = (k - counted) / max(now - since, 1e-9)
         shown = f"{rate:,.1f}" if rate >= 1 else f"{rate:.3g}"
-        return (f"iteration {k} of {self.total} ({100 * k / self.total:.0f}%), {shown} it/s, "
-                f"elapsed {duration(elapsed)}, ETA {duration((self.total - k) / rate)}")
+        return f"{where}, {shown} it/s, elapsed {duration(elapsed)}, ETA {duration((self.total - k) / rate)}"

@@ -111,3 +111,18 @@ def test_gpstudy_train_shows_a_bar_on_a_terminal_and_none_in_a_batch_job(tmp_pat
         monkeypatch.setattr(sys, "stderr", stream)
         main(command + ["--out", str(tmp_path / type(stream).__name__)])
         assert ("20/20 [" in stream.getvalue()) == bar, stream.getvalue()
+
+
+def test_the_first_iteration_compiling_makes_no_eta_of_days(monkeypatch, caplog):
+    """Seen in a loaded paper-cpu run: a compiled FBNN's first iteration took 4.5 minutes and its line said "ETA
+    124 days". The first iteration's line gives its time; the rate counts the iterations after it."""
+    times = iter([0.0, 270.0, 300.0])  # start; iteration 1 done after 270 s; iteration 301 30 s later
+    monkeypatch.setattr(progress, "clock", times.__next__)
+    caplog.set_level(logging.INFO, logger="gpstudy")
+    loop = progress.Progress("training", 40000, logging.getLogger("gpstudy.test"))
+    loop.step(1, "objective 1")
+    loop.step(301)
+    assert messages(caplog, "training") == [
+        "training: iteration 1 of 40000 (0%), elapsed 0:04:30 (the first iteration: compilation, warm-up), ETA at "
+        "the next line: objective 1",
+        "training: iteration 301 of 40000 (1%), 10.0 it/s, elapsed 0:05:00, ETA 1:06:10"]
