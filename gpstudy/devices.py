@@ -179,6 +179,19 @@ def tf32_settings() -> dict[str, bool]:
             "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
 
 
+def set_linalg_library(device: torch.device) -> None:
+    """On a CUDA device, make this process's factorizations and solves (``linalg.cholesky``,
+    ``cholesky_solve``, ``cholesky_inverse``, ``eigh``, ...) use cuSOLVER wherever it implements them:
+    ``torch.backends.cuda.preferred_linalg_library("cusolver")``, a flag of the process that starts no
+    CUDA. Without it PyTorch chooses by a heuristic, which sends a batched ``cholesky_solve`` (every split
+    of a job at once) to MAGMA where torch is built with it; with it a job's factorizations run in the
+    library whose published rates ``benchmarks/gpu_estimate.py`` assumes. Which is the faster at the
+    study's sizes only a GPU can tell. Nothing on other devices (a torch built without CUDA refuses the
+    call)."""
+    if device.type == "cuda":
+        torch.backends.cuda.preferred_linalg_library("cusolver")
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (nothing to wait for on the CPU)."""
     if device.type == "cuda":

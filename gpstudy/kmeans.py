@@ -11,8 +11,9 @@ stops updating at its own convergence, on the device, so its centres do not depe
 
 Each split's draws come from its own generator, a fixed number of them, so a split gets the same
 centres in a batch as alone. Lloyd's distances to the centres are computed in chunks of points of at
-most ``numerics.KMEANS_CHUNK`` entries over the whole batch; k-means++ holds B x L x N distances (L =
-2 + floor(ln M) candidates). On a GPU the sums of a cluster's points (``index_add_``) are bitwise
+most ``numerics.KMEANS_CHUNK`` entries over the whole batch, sized by device type (a CPU's small, a GPU's
+large: each chunk is kernel launches); k-means++ holds B x L x N distances (L = 2 + floor(ln M)
+candidates). On a GPU the sums of a cluster's points (``index_add_``) are bitwise
 repeatable only under ``torch.use_deterministic_algorithms``.
 """
 
@@ -110,11 +111,13 @@ def _lloyd(x: Tensor, centres: Tensor, tolerance: Tensor) -> Tensor:
 
 def _closest_centre(x: Tensor, centres: Tensor) -> Tensor:
     """The index ``[B, N]`` of each point's closest centre: argmin_m |c_m|^2 - 2 x.c_m, in chunks of points
-    of at most ``numerics.KMEANS_CHUNK`` distances over the batch."""
+    of at most ``numerics.KMEANS_CHUNK[device type]`` distances over the batch (another device: cuda's)."""
     batch, num_points, _ = x.shape
-    rows = max(1, numerics.KMEANS_CHUNK // (batch * centres.shape[-2]))
+    entries = numerics.KMEANS_CHUNK.get(x.device.type, numerics.KMEANS_CHUNK["cuda"])
+    rows = max(1, entries // (batch * centres.shape[-2]))
     squared_norms = centres.square().sum(-1).unsqueeze(-2)  # [B, 1, M]
-    return torch.cat([torch.baddbmm(squared_norms, chunk, centres.mT, alpha=-2).argmin(-1)
+    columns = centres.mT
+    return torch.cat([torch.baddbmm(squared_norms, chunk, columns, alpha=-2).argmin(-1)
                       for chunk in x.split(rows, dim=-2)], dim=-1)
 
 

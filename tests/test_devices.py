@@ -326,6 +326,16 @@ def test_resolve_device_falls_back_to_the_cpu_when_nvidia_smi_hangs(tmp_path, mo
     assert not torch.cuda.is_initialized()
 
 
+@pytest.mark.parametrize("name, chosen", [("cuda", ["cusolver"]), ("cuda:1", ["cusolver"]), ("cpu", []), ("meta", [])])
+def test_a_cuda_job_prefers_cusolver(monkeypatch, name, chosen):
+    """On CUDA every factorization of the job's process goes to cuSOLVER; on the CPU nothing is set (a torch
+    without CUDA refuses the call). The call is faked: it would refuse here."""
+    calls = []
+    monkeypatch.setattr(torch.backends.cuda, "preferred_linalg_library", calls.append)
+    devices.set_linalg_library(torch.device(name))
+    assert calls == chosen
+
+
 @pytest.fixture
 def restore_tf32():
     """Put this process's TF32 flags back as they were after the test."""

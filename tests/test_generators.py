@@ -33,3 +33,16 @@ def test_generators_of_a_device_without_its_own_are_on_the_cpu():
     assert [g.device.type for g in draws.new_generators([0, 1], torch.device("meta"))] == ["cpu", "cpu"]
     first, again = (draws.new_generators([5], torch.device("cpu"))[0] for _ in range(2))
     assert torch.equal(torch.rand(3, generator=first), torch.rand(3, generator=again))
+
+
+def test_a_split_draws_the_same_numbers_in_any_batch():
+    """The root of the reproducibility contract (docs/reproducibility.md): split s's draws come from its own
+    generator, whatever splits share its batch and wherever it stands there. So a batch's draws stay one per
+    split: one batched draw, ``torch.randn((S, *shape), generator=g)``, takes every row from one stream, and
+    split s's numbers would depend on its place in the batch and on the splits before it."""
+    cpu, like = torch.device("cpu"), torch.empty(0, dtype=torch.float64)
+    for draw in (lambda g: draws.randn((3, 4), g, like), lambda g: draws.rand((5,), g, like),
+                 lambda g: draws.randperm(6, g, cpu)):
+        alone = draw(draws.new_generators([8], cpu)[0])
+        assert torch.equal(draw(draws.new_generators([7, 8, 9], cpu))[1], alone)
+        assert torch.equal(draw(draws.new_generators([8, 7], cpu))[0], alone)

@@ -8,7 +8,7 @@ from sklearn.cluster import KMeans
 
 from gpstudy import numerics
 from gpstudy.host_sync import HostSyncCounter
-from gpstudy.kmeans import _cluster_means, kmeans
+from gpstudy.kmeans import _closest_centre, _cluster_means, kmeans
 
 DTYPE = numerics.DEFAULT_DTYPE
 SEEDS = range(5)
@@ -67,12 +67,30 @@ def test_a_split_gets_its_centres_alone(dtype):
         assert torch.equal(batched[s], kmeans(xs[s], 12, torch.Generator().manual_seed(10 + s)))
 
 
-def test_chunks_do_not_change_the_centres(monkeypatch):
-    """Distances held 7 at a time (one point per chunk) give the centres of one chunk for everything."""
+@pytest.mark.parametrize("entries", [7, 7 * 40, numerics.KMEANS_CHUNK["cuda"]])
+def test_chunks_do_not_change_the_centres(monkeypatch, entries):
+    """Distances held 7 at a time (one point per chunk), 280 (40 points) or as many as a GPU holds give the
+    CPU's centres bit for bit."""
     xs = torch.stack([mixture(200, 2, 4, 2.0, seed=s) for s in range(2)])
-    whole = kmeans(xs, 7, [torch.Generator().manual_seed(s) for s in range(2)])
-    monkeypatch.setattr(numerics, "KMEANS_CHUNK", 7)
-    assert torch.equal(kmeans(xs, 7, [torch.Generator().manual_seed(s) for s in range(2)]), whole)
+    on_the_cpu = kmeans(xs, 7, [torch.Generator().manual_seed(s) for s in range(2)])
+    monkeypatch.setitem(numerics.KMEANS_CHUNK, "cpu", entries)
+    assert torch.equal(kmeans(xs, 7, [torch.Generator().manual_seed(s) for s in range(2)]), on_the_cpu)
+
+
+def test_a_gpu_computes_a_lloyd_iteration_in_a_few_chunks(monkeypatch):
+    """At protein's size (20 splits of 41157 points, D = 9, M = 500) the CPU's chunk of distances made 1583
+    distance products a Lloyd iteration, each a few kernel launches; a GPU's (``meta`` stands for one: no
+    values, no time) holds the iteration in a few chunks."""
+    products, baddbmm = [], torch.baddbmm
+
+    def counted(*args, **kwargs):
+        products.append(args[1].shape)  # a chunk of points
+        return baddbmm(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "baddbmm", counted)
+    x = torch.empty(20, 41157, 9, dtype=DTYPE, device="meta")
+    labels = _closest_centre(x, x[:, :500])
+    assert labels.shape == (20, 41157) and 1 <= len(products) <= 16
 
 
 def test_the_seed_decides_the_centres():

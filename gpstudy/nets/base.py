@@ -25,10 +25,10 @@ class InferenceNetwork(nn.Module):
     classes independent. Every method below then works per class: ``covariance`` is
     ``[*batch, C, n, n]`` and ``marginals`` ``[*batch, C, n]``.
 
-    Mixed precision (``training.dtype: mixed``): with a ``feature_dtype`` (float32) the RFE computes
-    its feature products phi(x), Phi m and Phi L in it and returns them cast back to the parameters'
-    dtype (float64); the Gram F F^T (``covariance``) and every kernel matrix, factor, solve and KL
-    stay float64. Autograd casts the gradients. The NTK ignores it: under ``mixed`` it is float64.
+    Mixed precision (``training.dtype: mixed``): with a ``feature_dtype`` (float32) the network computes
+    its feature products in it (the RFE: phi(x), Phi m and Phi L; the NTK: its trunk, heads and J sigma)
+    and returns them cast back to the parameters' dtype (float64); the Gram F F^T (``covariance``) and
+    every kernel matrix, factor, solve and KL stay float64. Autograd casts the gradients.
     """
 
     name: ClassVar[str]  # the network's key in ``gpstudy.nets.NETWORKS``

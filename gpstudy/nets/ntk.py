@@ -76,6 +76,8 @@ class NTK(InferenceNetwork):
     Strided convs pad one pixel on each side (TensorFlow's "SAME" pads an even map at the end only:
     the same sizes, a one-pixel shift). One split only: the trunk is not batched over splits, so
     ``generators`` is one generator or a batch of one (inputs ``[1, n, D]`` then give ``[1, C, n]``).
+    Under ``mixed`` (a float32 ``feature_dtype``) the trunk, the heads and the factor are computed in
+    float32 and returned in float64, their Gram formed in float64 (``InferenceNetwork``).
 
     Args:
         kernel: the prior kernel, for the dtype and, where it has one (``CNNGP``), the image shape.
@@ -166,9 +168,20 @@ class NTK(InferenceNetwork):
         ``live_variance`` does not apply (the network has no s2)."""
         return cls(kernel, hidden_units, generators, classes=latent_dim, **options)
 
+    @property
+    def parameter_dtype(self) -> torch.dtype:
+        """The parameters' dtype, that of every output."""
+        return self.mean["output_bias"].dtype
+
     def features(self, x: Tensor) -> Tensor:
-        """The trunk's output h ``[*batch, n, F]`` for flat images x ``[*batch, n, D]``."""
-        h = self.trunk(x.reshape(-1, *self.image_shape))
+        """The trunk's output h ``[*batch, n, F]`` for flat images x ``[*batch, n, D]``, in ``feature_dtype``
+        (the trunk's weights cast to it: autograd casts their gradients back)."""
+        images = self.in_feature_dtype(x).reshape(-1, *self.image_shape)
+        if images.dtype == self.parameter_dtype:
+            h = self.trunk(images)
+        else:
+            weights = {name: self.in_feature_dtype(value) for name, value in self.trunk.named_parameters()}
+            h = torch.func.functional_call(self.trunk, weights, (images,))
         return h.reshape(*x.shape[:-1], h.shape[-1])  # n = 0 too
 
     def _head(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -176,10 +189,10 @@ class NTK(InferenceNetwork):
 
         Returns g ``[*batch, C, n]``, its slope in the output pre-activation s ``[*batch, C, n]``
         (1 - g^2, or 1 without the outer tanh), the hidden units a ``[*batch, C, n, K]`` and
-        delta = s v (1 - a^2) ``[*batch, C, n, K]``. Then dg/du = s, dg/dv = s a, dg/db = delta and
-        dg/dW = h delta^T (chain rule through the two tanh layers).
+        delta = s v (1 - a^2) ``[*batch, C, n, K]``, all in h's dtype. Then dg/du = s, dg/dv = s a,
+        dg/db = delta and dg/dW = h delta^T (chain rule through the two tanh layers).
         """
-        mean = self.mean
+        mean = {name: value.to(h.dtype) for name, value in self.mean.items()}
         hidden = torch.einsum("...nf,cfk->...cnk", h, mean["hidden_weight"]) + mean["hidden_bias"].unsqueeze(-2)
         a = hidden.tanh()
         out = (a * mean["output_weight"].unsqueeze(-2)).sum(-1) + mean["output_bias"].unsqueeze(-1)
@@ -190,24 +203,28 @@ class NTK(InferenceNetwork):
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean g(t(x); m) ``[*batch, C, n]`` and factor J sigma ``[*batch, C, n, F K + 2 K + 1]`` (C = 1:
-        ``[*batch, n]`` and ``[*batch, n, F K + 2 K + 1]``)."""
+        ``[*batch, n]`` and ``[*batch, n, F K + 2 K + 1]``), computed in ``feature_dtype`` and returned in
+        the parameters' dtype (the Gram J sigma^2 J^T, ``covariance``, is formed in that)."""
         h = self.features(x)
         g, slope, a, delta = self._head(h)
-        std = {name: log_std.exp() for name, log_std in self.log_std.items()}
+        std = {name: self.in_feature_dtype(log_std).exp() for name, log_std in self.log_std.items()}
         weight = h.unsqueeze(-3).unsqueeze(-1) * (delta.unsqueeze(-2) * std["hidden_weight"].unsqueeze(-3))
         factor = torch.cat([weight.flatten(-2),  # dg/dW sigma_W: h_f delta_k sigma_fk
                             delta * std["hidden_bias"].unsqueeze(-2),
                             slope.unsqueeze(-1) * a * std["output_weight"].unsqueeze(-2),
                             (slope * std["output_bias"].unsqueeze(-1)).unsqueeze(-1)], dim=-1)
+        g, factor = g.to(self.parameter_dtype), factor.to(self.parameter_dtype)
         return (g, factor) if self.classes > 1 else (g.squeeze(-2), factor.squeeze(-3))
 
     def marginals(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean and marginal variances ``[*batch, C, n]`` (C = 1: ``[*batch, n]``), sum_j (J sigma)_j^2 +
-        JITTER, without the factor."""
+        JITTER, without the factor; computed in ``feature_dtype`` (a sum of squares: no cancellation) and
+        returned in the parameters' dtype."""
         h = self.features(x)
         g, slope, a, delta = self._head(h)
-        var = {name: (2 * log_std).exp() for name, log_std in self.log_std.items()}
+        var = {name: (2 * self.in_feature_dtype(log_std)).exp() for name, log_std in self.log_std.items()}
         hidden = torch.einsum("...nf,cfk->...cnk", h.square(), var["hidden_weight"]) + var["hidden_bias"].unsqueeze(-2)
         output = (a.square() * var["output_weight"].unsqueeze(-2)).sum(-1) + var["output_bias"].unsqueeze(-1)
-        variance = (delta.square() * hidden).sum(-1) + slope.square() * output + JITTER
+        variance = ((delta.square() * hidden).sum(-1) + slope.square() * output).to(self.parameter_dtype) + JITTER
+        g = g.to(self.parameter_dtype)
         return (g, variance) if self.classes > 1 else (g.squeeze(-2), variance.squeeze(-2))

@@ -20,7 +20,7 @@ STUDY_WIDE = ("iterations", "device")  # top-level config keys that override eve
 DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
     "float64": (torch.float64, torch.float64),
     "float32": (torch.float32, torch.float32),
-    "mixed": (torch.float64, torch.float32),  # the RFE's phi(x), Phi m and Phi L in float32 (their Gram float64)
+    "mixed": (torch.float64, torch.float32),  # RFE: phi(x), Phi m, Phi L; NTK: trunk, heads, J sigma (Grams float64)
 }
 
 

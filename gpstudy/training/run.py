@@ -15,7 +15,7 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.data import DataError, Split, load_split, non_finite
-from gpstudy.devices import gpu_slot, set_tf32
+from gpstudy.devices import gpu_slot, set_linalg_library, set_tf32
 from gpstudy.gaussian import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.likelihoods import LIKELIHOODS
@@ -59,6 +59,7 @@ class SplitsProblem(Problem):
         _check_equal_sizes(splits)
         device, dtype = settings.torch_device(), settings.torch_dtype()
         set_tf32(settings.tf32)  # this process's float32 precision on CUDA, as the settings say
+        set_linalg_library(device)  # cuSOLVER for this process's factorizations on CUDA
         self.splits, self.device = list(splits.values()), device
         x_train, y_train, self.x_test, self.y_test, self.y_std = (
             torch.as_tensor(_stack(self.splits, name), dtype=dtype, device=device)

@@ -50,6 +50,15 @@ def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_pat
     assert results[0]["dtype"] == "float32"
 
 
+def test_a_job_sets_its_linear_algebra_library_for_its_device(settings_for, monkeypatch):
+    """Every job's process (training, pretraining, the exact GP: each builds a ``SplitsProblem``) sets its
+    factorizations' library for the device it computes on (``gpstudy.devices.set_linalg_library``)."""
+    devices_seen = []
+    monkeypatch.setattr(run_module, "set_linalg_library", devices_seen.append)
+    run_module.SplitsProblem({0: split()}, settings_for("svgp", 4, device="cpu"), None)
+    assert devices_seen == [torch.device("cpu")]
+
+
 def test_a_run_sets_and_records_its_tf32_setting(settings_for, tmp_path, monkeypatch):
     """``training.tf32`` (off in config.yaml) decides whether CUDA may round float32 products and cuDNN
     convolutions to TF32 (cuDNN's default is on), and every metrics.json says which way it was, a failed
