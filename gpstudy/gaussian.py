@@ -236,14 +236,20 @@ def solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:
 
 
 def inverse_from_scale_tril(chol: Tensor) -> Tensor:
-    """(L L^T)^-1 = L^-T L^-1 ``[..., n, n]``, symmetric as ``_symmetric_product`` makes it, for a
-    lower-triangular ``[..., n, n]`` L.
+    """(L L^T)^-1 ``[..., n, n]`` for a lower-triangular ``[..., n, n]`` L: on a CPU LAPACK's potri
+    (``torch.cholesky_inverse``, 2 n^3 / 3); on any other device :func:`inverse_by_products` (on CUDA
+    ``cholesky_inverse`` is a potrs of the identity, 2 n^3 at factorization rate; ``meta`` is where
+    ``benchmarks/gpu_estimate.py`` counts a GPU's work)."""
+    if chol.device.type == "cpu":
+        return torch.cholesky_inverse(chol)
+    return inverse_by_products(chol)
 
-    One triangular solve of the identity (n^3) and the Gram product of the upper-triangular L^-T by
-    halves (n^3, ``_symmetric_product``): triangular-solve and matrix-product work, where
-    ``torch.cholesky_inverse`` is on CUDA a potrs of the identity (2 n^3 at factorization rate; on a
-    CPU, LAPACK's potri, 2 n^3 / 3).
-    """
+
+def inverse_by_products(chol: Tensor) -> Tensor:
+    """(L L^T)^-1 = L^-T L^-1 ``[..., n, n]``, symmetric as ``_symmetric_product`` makes it, for a
+    lower-triangular ``[..., n, n]`` L: one triangular solve of the identity (n^3) and the Gram product of
+    the upper-triangular L^-T by halves (n^3, ``_symmetric_product``), triangular-solve and matrix-product
+    work that a GPU runs at a higher rate than a batched potrs."""
     eye = torch.eye(chol.shape[-1], dtype=chol.dtype, device=chol.device)
     return _symmetric_product(solve_lower(chol, eye).mT, upper_triangular=True)
 
@@ -294,7 +300,7 @@ class _CovarianceKL(torch.autograd.Function):
     dS_p = (S_p^-1 - S_p^-1 (S_q + d d^T) S_p^-1) / 2, with d = m_q - m_p.
 
     dS_q is a difference of two inverses: where S_q needs a gradient both are formed
-    (``inverse_from_scale_tril``: a triangular solve and a Gram product, n^3 each), and the forward's
+    (``inverse_from_scale_tril``: potri on a CPU, a triangular solve and a Gram product on a GPU), and the forward's
     trace is then the elementwise sum of S_p^-1 * S_q. Otherwise
     nothing is inverted: the value comes from A = L_p^-1 L_q and w = L_p^-1 d (triangular solves), and
     dS_p = L_p^-T (I - A A^T - w w^T) L_p^-1 / 2 from two more (5.2 n^3 in all instead of 6.7 n^3).

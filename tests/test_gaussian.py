@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpstudy import gaussian, numerics
 from gpstudy.gaussian import (
@@ -284,17 +285,42 @@ def old_tempered_prior(prior_cov, previous_mean, previous_cov, beta):
 
 
 @pytest.mark.parametrize(("size", "condition_number"), FACTORIZATION_CASES)
-def test_inverse_from_scale_tril_equals_cholesky_inverse(generator, size, condition_number):
-    """L^-T L^-1 by a triangular solve and a Gram product equals LAPACK's potri (the form it replaced)."""
+def test_inverse_by_products_equals_cholesky_inverse(generator, size, condition_number):
+    """L^-T L^-1 by a triangular solve and a Gram product (a GPU's form) equals LAPACK's potri (a CPU's)."""
     chol = torch.linalg.cholesky(spd_of_condition(generator, condition_number, 3, size))
-    inverse = gaussian.inverse_from_scale_tril(chol)
+    inverse = gaussian.inverse_by_products(chol)
     assert_close_to_scale(inverse, old_inverse(chol))
     assert_close_to_scale(inverse, inverse.mT, 1e-15)
 
 
+def test_the_inverse_is_potri_on_a_cpu_and_products_elsewhere(generator):
+    chol = torch.linalg.cholesky(spd_of_condition(generator, 1e2, 2, 30))
+    assert torch.equal(gaussian.inverse_from_scale_tril(chol), torch.cholesky_inverse(chol))
+    with OperatorNames() as called:
+        gaussian.inverse_from_scale_tril(chol.to("meta"))
+    assert "cholesky_inverse" not in called and "linalg_solve_triangular" in called, called
+
+
+class OperatorNames(TorchDispatchMode, set):
+    """The names of the aten operators called within (``linalg_solve_triangular``, ...)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(params=["cpu", "gpu"])
+def inverse_form(request, monkeypatch) -> str:
+    """The covariance KL with a CPU's inverse (potri) and with a GPU's (``inverse_by_products``), on the CPU."""
+    if request.param == "gpu":
+        monkeypatch.setattr(gaussian, "inverse_from_scale_tril", gaussian.inverse_by_products)
+    return request.param
+
+
 @pytest.mark.parametrize(("size", "condition_number"), FACTORIZATION_CASES)
 @pytest.mark.parametrize(("grad_of_q", "grad_of_p"), GRADIENT_CASES[:3])
-def test_kl_of_covariances_equals_its_cholesky_inverse_form(generator, size, condition_number, grad_of_q, grad_of_p):
+def test_kl_of_covariances_equals_its_cholesky_inverse_form(generator, size, condition_number, grad_of_q, grad_of_p,
+                                                             inverse_form):
     """The closed-form KL and its gradients equal those written with ``torch.cholesky_inverse`` (the old
     form), to 1e-10 of each result's scale, on random and near-singular covariances."""
     mean_q, mean_p = (torch.randn(2, size, generator=generator, dtype=DTYPE).requires_grad_(True) for _ in range(2))
@@ -356,8 +382,8 @@ def test_new_forms_in_float32_round_as_the_old_ones(generator, size):
     """training.dtype float32 runs these forms in float32 (``mixed`` runs them in float64): at condition 1e2
     they stay within float32 rounding of the float64 result, 1e-5 of its scale, as the old forms do."""
     chol = torch.linalg.cholesky(spd_of_condition(generator, 1e2, 3, size))
-    reference = gaussian.inverse_from_scale_tril(chol)
-    for inverse in (gaussian.inverse_from_scale_tril, old_inverse):
+    reference = gaussian.inverse_by_products(chol)
+    for inverse in (gaussian.inverse_by_products, old_inverse):
         result = inverse(chol.float())
         assert result.dtype == torch.float32
         assert_close_to_scale(result.double(), reference, 1e-5)

@@ -79,8 +79,6 @@ KNOWN = {
         ("gpnet", ("snelson-M2", "snelson-M5", "snelson-M20", "uci-M100", "uci-M500"))) for cell in cells},
     **{f"{method}-{cell}-float32": FLOAT32_UNWHITENED for method in ("odvgp", "orthnat")
        for cell in ("snelson-M20", "uci-M500")},
-    "fbnn-uci-M100-float32": FLOAT32_NETWORK + ": loss 1.3e-4 with issue 39's inverse by a triangular solve and a "
-                             "Gram product, 9.1e-5 (passing) with cholesky_inverse before it; gradients 4.8e-3, 3.8e-3",
     **{f"autogp_arccos-snelson-M{M}-float32": "float32 arc-cosine prior in 1-D (white noise 1e-4): K_ZZ nearly "
        "singular beyond M = 2" for M in (5, 20)},
 }
