@@ -63,15 +63,24 @@ def raw_scale_tril(diagonal: float, size: int, like: Tensor, batch_shape: tuple[
 HALVES_FROM = 128  # rows of F from which F F^T is computed by row halves; below it one product launches less
 
 
-def _symmetric_product(factor: Tensor) -> Tensor:
-    """F F^T, exactly symmetric: from the blocks of two row halves, the off-diagonal block once (3/4 of
-    a full product), or for fewer than ``HALVES_FROM`` rows from one product's lower triangle."""
+def _symmetric_product(factor: Tensor, upper_triangular: bool = False) -> Tensor:
+    """F F^T, symmetric: from the blocks of two row halves, the off-diagonal block once (3/4 of a full
+    product; its diagonal blocks symmetric as BLAS makes them), or for fewer than ``HALVES_FROM`` rows
+    exactly, from one product's lower triangle.
+
+    With ``upper_triangular`` (a square upper-triangular F = [[F11, F12], [0, F22]]) the bottom half's
+    zeros enter no product: [F11 F12][F11 F12]^T, F22 F12^T and F22 F22^T, n^3 in all (half a full product).
+    """
     if factor.shape[-2] < HALVES_FROM:
         product = factor @ factor.mT
         return product.tril() + product.tril(-1).mT
     half = factor.shape[-2] // 2
-    top, bottom = factor[..., :half, :], factor[..., half:, :]
-    lower_left = bottom @ top.mT
+    top = factor[..., :half, :]
+    if upper_triangular:  # the bottom rows and their product with the top: columns half: only
+        bottom, top_right = factor[..., half:, half:], top[..., half:]
+    else:
+        bottom, top_right = factor[..., half:, :], top
+    lower_left = bottom @ top_right.mT
     return torch.cat([torch.cat([top @ top.mT, lower_left.mT], dim=-1),
                       torch.cat([lower_left, bottom @ bottom.mT], dim=-1)], dim=-2)
 
@@ -226,6 +235,25 @@ def solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:
     return torch.linalg.solve_triangular(chol, rhs, upper=False)
 
 
+def inverse_from_scale_tril(chol: Tensor) -> Tensor:
+    """(L L^T)^-1 ``[..., n, n]`` for a lower-triangular ``[..., n, n]`` L: on a CPU LAPACK's potri
+    (``torch.cholesky_inverse``, 2 n^3 / 3); on any other device :func:`inverse_by_products` (on CUDA
+    ``cholesky_inverse`` is a potrs of the identity, 2 n^3 at factorization rate; ``meta`` is where
+    ``benchmarks/gpu_estimate.py`` counts a GPU's work)."""
+    if chol.device.type == "cpu":
+        return torch.cholesky_inverse(chol)
+    return inverse_by_products(chol)
+
+
+def inverse_by_products(chol: Tensor) -> Tensor:
+    """(L L^T)^-1 = L^-T L^-1 ``[..., n, n]``, symmetric as ``_symmetric_product`` makes it, for a
+    lower-triangular ``[..., n, n]`` L: one triangular solve of the identity (n^3) and the Gram product of
+    the upper-triangular L^-T by halves (n^3, ``_symmetric_product``), triangular-solve and matrix-product
+    work that a GPU runs at a higher rate than a batched potrs."""
+    eye = torch.eye(chol.shape[-1], dtype=chol.dtype, device=chol.device)
+    return _symmetric_product(solve_lower(chol, eye).mT, upper_triangular=True)
+
+
 def _trace_and_mahalanobis(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:
     """tr(S_p^-1 S_q) + (m_p - m_q)^T S_p^-1 (m_p - m_q), shape ``[...]``."""
     whitened_scale = solve_lower(chol_p, chol_q)  # L_p^-1 L_q
@@ -271,8 +299,9 @@ class _CovarianceKL(torch.autograd.Function):
     dS_q = (S_p^-1 - S_q^-1) / 2, dm_q = -dm_p = S_p^-1 d and
     dS_p = (S_p^-1 - S_p^-1 (S_q + d d^T) S_p^-1) / 2, with d = m_q - m_p.
 
-    dS_q is a difference of two inverses: where S_q needs a gradient both are formed (``cholesky_inverse``,
-    2 n^3 each on CUDA), and the forward's trace is then the elementwise sum of S_p^-1 * S_q. Otherwise
+    dS_q is a difference of two inverses: where S_q needs a gradient both are formed
+    (``inverse_from_scale_tril``: potri on a CPU, a triangular solve and a Gram product on a GPU), and the forward's
+    trace is then the elementwise sum of S_p^-1 * S_q. Otherwise
     nothing is inverted: the value comes from A = L_p^-1 L_q and w = L_p^-1 d (triangular solves), and
     dS_p = L_p^-T (I - A A^T - w w^T) L_p^-1 / 2 from two more (5.2 n^3 in all instead of 6.7 n^3).
     """
@@ -282,7 +311,7 @@ class _CovarianceKL(torch.autograd.Function):
         chol_q, chol_p = cholesky(cov_q), cholesky(cov_p)
         difference = (mean_q - mean_p).unsqueeze(-1)  # d, [..., n, 1]
         if ctx.needs_input_grad[1]:  # dS_q needs S_p^-1 itself
-            precision_p, whitened_scale, whitened_mean = torch.cholesky_inverse(chol_p), None, None
+            precision_p, whitened_scale, whitened_mean = inverse_from_scale_tril(chol_p), None, None
             trace = (precision_p * cov_q).sum((-2, -1))
             alpha = precision_p @ difference  # S_p^-1 d
         else:
@@ -302,7 +331,7 @@ class _CovarianceKL(torch.autograd.Function):
         grad_mean = grad.unsqueeze(-1) * alpha.squeeze(-1)
         grad_cov_q = grad_cov_p = None
         if ctx.needs_input_grad[1]:
-            grad_cov_q = scale * (precision_p - torch.cholesky_inverse(chol_q))
+            grad_cov_q = scale * (precision_p - inverse_from_scale_tril(chol_q))
         if ctx.needs_input_grad[3] and precision_p is not None:  # S_p^-1 S_q S_p^-1 = (S_p^-1 L_q)(S_p^-1 L_q)^T
             spread = _symmetric_product(precision_p @ chol_q) + alpha @ alpha.mT
             grad_cov_p = scale * (precision_p - spread)
@@ -363,8 +392,10 @@ def tempered_prior(
 
     K~ = [(1-beta) Sigma^-1 + beta K^-1]^-1 = K (beta Sigma + (1-beta) K)^-1 Sigma, symmetrized, and
     m~ = (1-beta) K~ Sigma^-1 mu = (1-beta) K (beta Sigma + (1-beta) K)^-1 mu: one Cholesky of the
-    mixture, no inverse of K or Sigma. The non-conjugate objective (section 3.2) uses it directly;
-    ``tempered_target`` conditions it on the batch.
+    mixture B = L_B L_B^T, no inverse of K or Sigma; K B^-1 [Sigma mu] = (L_B^-1 K)^T (L_B^-1 [Sigma mu]),
+    two triangular solves and a product (the FLOPs of the n-right-hand-side potrs and product they
+    replace, at triangular-solve and product rate). The non-conjugate objective (section 3.2) uses it
+    directly; ``tempered_target`` conditions it on the batch.
 
     Args:
         prior_cov: K, the prior covariance ``[..., z, z]`` (jitter included).
@@ -375,11 +406,12 @@ def tempered_prior(
     Returns:
         m~ ``[..., z]`` and K~ ``[..., z, z]``.
     """
-    chol_mixture = cholesky(beta * previous_cov + (1 - beta) * prior_cov)
-    cov = prior_cov @ torch.cholesky_solve(previous_cov, chol_mixture)  # K (beta S + (1-beta) K)^-1 S
-    cov = 0.5 * (cov + cov.mT)
-    mean = (1 - beta) * (prior_cov @ torch.cholesky_solve(previous_mean.unsqueeze(-1), chol_mixture))
-    return mean.squeeze(-1), cov
+    chol_mixture = cholesky(beta * previous_cov + (1 - beta) * prior_cov)  # L_B L_B^T = B
+    whitened_prior = solve_lower(chol_mixture, prior_cov)  # L_B^-1 K
+    whitened = solve_lower(chol_mixture, torch.cat([previous_cov, previous_mean.unsqueeze(-1)], dim=-1))
+    product = whitened_prior.mT @ whitened  # K B^-1 [S mu] = (L_B^-1 K)^T (L_B^-1 [S mu])
+    cov = product[..., :-1]
+    return (1 - beta) * product[..., -1], 0.5 * (cov + cov.mT)
 
 
 def tempered_target(

@@ -1,10 +1,12 @@
 """Gaussian maths against torch.distributions and brute-force formulas with explicit inverses."""
 
 import logging
+import math
 
 import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpstudy import gaussian, numerics
 from gpstudy.gaussian import (
@@ -249,3 +251,145 @@ def test_kl_of_covariances_passes_gradcheck(generator, grad_of_q, grad_of_p):
         return gaussian.kl_divergence_of_covariances(mean_q, random_spd_of(root_q), mean_p, random_spd_of(root_p))
 
     assert torch.autograd.gradcheck(kl, (mean_q, root_q, mean_p, root_p))
+
+
+def spd_of_condition(generator: torch.Generator, condition_number: float, *shape: int) -> torch.Tensor:
+    """A random SPD matrix ``[*batch, n, n]``: a random rotation of eigenvalues log-spaced from 1 to
+    1 / ``condition_number``."""
+    *batch, size = shape
+    rotation = torch.linalg.qr(torch.randn(*batch, size, size, generator=generator, dtype=DTYPE))[0]
+    eigenvalues = torch.logspace(0, -math.log10(condition_number), size, dtype=DTYPE)
+    return (rotation * eigenvalues) @ rotation.mT
+
+
+def assert_close_to_scale(got: torch.Tensor, expected: torch.Tensor, tolerance: float = 1e-10) -> None:
+    """|got - expected| <= tolerance max|expected| entry by entry: equal to within a rounding of the result."""
+    error = (got - expected).abs().max() / expected.abs().max().clamp_min(torch.finfo(DTYPE).tiny)
+    assert error <= tolerance, f"largest difference {error:.1e} of the largest entry (tolerance {tolerance:.0e})"
+
+
+FACTORIZATION_CASES = [(size, condition_number) for size in (20, HALVES_FROM + 1) for condition_number in (1e2, 1e8)]
+
+
+def old_inverse(chol: torch.Tensor) -> torch.Tensor:
+    """(L L^T)^-1 as it was formed before: LAPACK's potri."""
+    return torch.cholesky_inverse(chol)
+
+
+def old_tempered_prior(prior_cov, previous_mean, previous_cov, beta):
+    """m~ and K~ as they were formed before: K B^-1 [mu Sigma] by cholesky_solve, B = beta Sigma + (1-beta) K."""
+    chol_mixture = torch.linalg.cholesky(beta * previous_cov + (1 - beta) * prior_cov)
+    cov = prior_cov @ torch.cholesky_solve(previous_cov, chol_mixture)
+    mean = (1 - beta) * (prior_cov @ torch.cholesky_solve(previous_mean.unsqueeze(-1), chol_mixture))
+    return mean.squeeze(-1), 0.5 * (cov + cov.mT)
+
+
+@pytest.mark.parametrize(("size", "condition_number"), FACTORIZATION_CASES)
+def test_inverse_by_products_equals_cholesky_inverse(generator, size, condition_number):
+    """L^-T L^-1 by a triangular solve and a Gram product (a GPU's form) equals LAPACK's potri (a CPU's)."""
+    chol = torch.linalg.cholesky(spd_of_condition(generator, condition_number, 3, size))
+    inverse = gaussian.inverse_by_products(chol)
+    assert_close_to_scale(inverse, old_inverse(chol))
+    assert_close_to_scale(inverse, inverse.mT, 1e-15)
+
+
+def test_the_inverse_is_potri_on_a_cpu_and_products_elsewhere(generator):
+    chol = torch.linalg.cholesky(spd_of_condition(generator, 1e2, 2, 30))
+    assert torch.equal(gaussian.inverse_from_scale_tril(chol), torch.cholesky_inverse(chol))
+    with OperatorNames() as called:
+        gaussian.inverse_from_scale_tril(chol.to("meta"))
+    assert "cholesky_inverse" not in called and "linalg_solve_triangular" in called, called
+
+
+class OperatorNames(TorchDispatchMode, set):
+    """The names of the aten operators called within (``linalg_solve_triangular``, ...)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(params=["cpu", "gpu"])
+def inverse_form(request, monkeypatch) -> str:
+    """The covariance KL with a CPU's inverse (potri) and with a GPU's (``inverse_by_products``), on the CPU."""
+    if request.param == "gpu":
+        monkeypatch.setattr(gaussian, "inverse_from_scale_tril", gaussian.inverse_by_products)
+    return request.param
+
+
+@pytest.mark.parametrize(("size", "condition_number"), FACTORIZATION_CASES)
+@pytest.mark.parametrize(("grad_of_q", "grad_of_p"), GRADIENT_CASES[:3])
+def test_kl_of_covariances_equals_its_cholesky_inverse_form(generator, size, condition_number, grad_of_q, grad_of_p,
+                                                             inverse_form):
+    """The closed-form KL and its gradients equal those written with ``torch.cholesky_inverse`` (the old
+    form), to 1e-10 of each result's scale, on random and near-singular covariances."""
+    mean_q, mean_p = (torch.randn(2, size, generator=generator, dtype=DTYPE).requires_grad_(True) for _ in range(2))
+    cov_q = spd_of_condition(generator, condition_number, 2, size).requires_grad_(grad_of_q)
+    cov_p = spd_of_condition(generator, condition_number, 2, size).requires_grad_(grad_of_p)
+    weights = torch.tensor([0.7, -1.3], dtype=DTYPE)
+    inputs = [t for t in (mean_q, cov_q, mean_p, cov_p) if t.requires_grad]
+    kl = gaussian.kl_divergence_of_covariances(mean_q, cov_q, mean_p, cov_p)
+    mine = torch.autograd.grad((kl * weights).sum(), inputs)
+
+    with torch.no_grad():  # dS_q = (S_p^-1 - S_q^-1) / 2, dS_p = (S_p^-1 - S_p^-1 (S_q + d d^T) S_p^-1) / 2
+        precision_q = old_inverse(torch.linalg.cholesky(cov_q))
+        precision_p = old_inverse(torch.linalg.cholesky(cov_p))
+        difference = (mean_q - mean_p).unsqueeze(-1)
+        alpha = precision_p @ difference
+        expected_kl = 0.5 * ((precision_p * cov_q).sum((-2, -1)) + (difference * alpha).sum((-2, -1)) - size
+                             + torch.logdet(cov_p) - torch.logdet(cov_q))
+        scale = 0.5 * weights[:, None, None]
+        grad_mean = weights[:, None] * alpha.squeeze(-1)
+        expected = {id(mean_q): grad_mean, id(mean_p): -grad_mean,
+                    id(cov_q): scale * (precision_p - precision_q),
+                    id(cov_p): scale * (precision_p - precision_p @ cov_q @ precision_p - alpha @ alpha.mT)}
+    assert_close_to_scale(kl, expected_kl)
+    for tensor, got in zip(inputs, mine):
+        assert_close_to_scale(got, expected[id(tensor)])
+
+
+def tempered_prior_case(generator, size, condition_number):
+    """K ``[2, 1, size, size]`` shared by 3 classes (GPNet's L_t broadcasts it), Sigma ``[2, 3, size, size]``
+    and mu ``[2, 3, size]``, K and Sigma of the given condition number."""
+    return (spd_of_condition(generator, condition_number, 2, 1, size),
+            torch.randn(2, 3, size, generator=generator, dtype=DTYPE),
+            spd_of_condition(generator, condition_number, 2, 3, size))
+
+
+@pytest.mark.parametrize(("size", "condition_number"), FACTORIZATION_CASES)
+@pytest.mark.parametrize("beta", [1.0, 0.3, 0.01])
+def test_tempered_prior_equals_its_cholesky_solve_form(generator, size, condition_number, beta):
+    """(L_B^-1 K)^T (L_B^-1 [Sigma mu]) equals K B^-1 [Sigma mu] by ``torch.cholesky_solve`` (the old form) to
+    1e-10 of each result's scale, on random and near-singular K and Sigma (the mixture B's condition number
+    up to 1e6), except at beta = 1 with a near-singular Sigma: there B = Sigma has condition 1e8 and both forms
+    miss the exact K~ = K by about 1e-9 (kappa eps), the new one by as much as the old one (the common
+    Cholesky factor's rounding); they agree to 1e-9."""
+    prior_cov, previous_mean, previous_cov = tempered_prior_case(generator, size, condition_number)
+    expected_mean, expected_cov = old_tempered_prior(prior_cov, previous_mean, previous_cov, beta)
+    mean, cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
+    singular_mixture = beta == 1.0 and condition_number > 1e4
+    assert_close_to_scale(cov, expected_cov, 1e-9 if singular_mixture else 1e-10)
+    assert_close_to_scale(mean, expected_mean)
+    assert torch.equal(cov, cov.mT)
+    if singular_mixture:  # K~ = K exactly: as exact as the old form, to 1% of its error
+        exact = prior_cov.expand_as(cov)
+        new_error, old_error = ((each - exact).abs().max() for each in (cov, expected_cov))
+        assert new_error <= 1.01 * old_error
+
+
+@pytest.mark.parametrize("size", [20, HALVES_FROM + 1])
+def test_new_forms_in_float32_round_as_the_old_ones(generator, size):
+    """training.dtype float32 runs these forms in float32 (``mixed`` runs them in float64): at condition 1e2
+    they stay within float32 rounding of the float64 result, 1e-5 of its scale, as the old forms do."""
+    chol = torch.linalg.cholesky(spd_of_condition(generator, 1e2, 3, size))
+    reference = gaussian.inverse_by_products(chol)
+    for inverse in (gaussian.inverse_by_products, old_inverse):
+        result = inverse(chol.float())
+        assert result.dtype == torch.float32
+        assert_close_to_scale(result.double(), reference, 1e-5)
+    case = tempered_prior_case(generator, size, 1e2)
+    reference = tempered_prior(*case, 0.3)
+    for form in (tempered_prior, old_tempered_prior):
+        for result, expected in zip(form(*(each.float() for each in case), 0.3), reference):
+            assert result.dtype == torch.float32
+            assert_close_to_scale(result.double(), expected, 1e-5)
