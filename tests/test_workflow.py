@@ -247,7 +247,8 @@ def quick_report(quick_study, shared_data) -> Path:
 
 def report_variable(report: Path, name: str):
     """A JSON variable of a Snakemake report's page: ``results`` (its entries), ``categories`` (their groups)."""
-    return json.loads(re.search(rf"^\s*var {name} = (.*);$", report.read_text(errors="replace"), re.M)[1])
+    block = rf'<script id="{name}">\s*var {name} = (.*?);\s*</script>'
+    return json.loads(re.search(block, report.read_text(errors="replace"), re.S)[1])
 
 
 def test_report_groups_each_table_and_figure_once_by_experiment(quick_report):
