@@ -1,13 +1,14 @@
-"""Tables 3 and 4: our mean ± standard error over splits beside the paper's, as CSV, Markdown and LaTeX.
+"""Tables 3 and 4: our mean ± standard error over splits beside the paper's, as CSV, Markdown, LaTeX and
+HTML (the Snakemake report's page).
 
 ``experiment_table`` builds one tidy table, with a paper's rows of other papers' methods quoted where the
 experiment asks (Table 2's); ``write_table`` lays it out like the paper (a row per data set, a column per
-method and M, then the quoted columns) with one cell formatter that Markdown and LaTeX share, each with its
-own ``_Notation`` of symbols and escaping.
+method and M, then the quoted columns) with one cell formatter that Markdown, LaTeX and HTML share, each with
+its own ``_Notation`` of symbols and escaping.
 """
 
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pandas as pd
 
 from gpstudy.io import atomic_path
 from gpstudy.metrics import METRIC_NAMES
+from gpstudy.pages import write_page
 from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
 
 METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP",
@@ -167,13 +169,16 @@ def _with_quoted(table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str],
 
 
 def write_table(table: pd.DataFrame, stem: Path, variant_labels: Mapping[str, str] | None = None) -> None:
-    """Write ``experiment_table``'s output as ``stem.csv`` (tidy), ``stem.md`` and ``stem.tex`` (the paper's
-    layout, methods by ``display_names(variant_labels)``)."""
+    """Write ``experiment_table``'s output as ``stem.csv`` (tidy), ``stem.md``, ``stem.tex`` and ``stem.html``
+    (the paper's layout, methods by ``display_names(variant_labels)``; the HTML a page of the report)."""
     stem, names = Path(stem), display_names(variant_labels)
     for suffix, text in ((".csv", table.to_csv(index=False)), (".md", _markdown(table, names)),
                          (".tex", _latex(table, names))):
         with atomic_path(stem.with_name(stem.name + suffix), suffix=suffix) as tmp:
             tmp.write_text(text, encoding="utf-8")
+    header, rows = _layout(table, HTML, names)
+    write_page(stem.with_name(stem.name + ".html"), pd.DataFrame(rows, columns=header), _caption(table, HTML, names),
+               table_styles=[{"selector": "td", "props": "white-space: pre;"}])  # a cell's lines as they are
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,7 @@ class _Notation:
     missing: str
     fewer: str  # marks a cell whose runs used fewer points than its M
     escape: Callable[[str], str]
+    beside: str = " "  # between our number and the paper's in a cell
 
 
 def _escape_markdown(text: str) -> str:
@@ -201,6 +207,8 @@ def _escape_tex(text: str) -> str:
 
 
 MARKDOWN = _Notation(pm="±", agree="✓", disagree="✗", missing="—", fewer="†", escape=_escape_markdown)
+HTML = replace(MARKDOWN, escape=str, beside="\n")  # Markdown's symbols, the paper's number on a line of its own
+# below ours (narrow columns: Table 3 on one screen); gpstudy.pages escapes the text
 LATEX = _Notation(pm=r"$\pm$", agree=r"\checkmark", disagree=r"$\times$", missing="--", fewer=r"$^\dagger$",
                   escape=_escape_tex)
 
@@ -230,7 +238,7 @@ def _cell(row, notation: _Notation) -> str:
     if _fewer_points(row):
         text += notation.fewer
     if not pd.isna(row.paper_mean):
-        text += f" ({number(row.paper_mean)} {notation.pm} {number(row.paper_se)})"
+        text += f"{notation.beside}({number(row.paper_mean)} {notation.pm} {number(row.paper_se)})"
     if not pd.isna(row.agrees):
         mark = notation.agree if row.agrees else notation.disagree
         text += " " + (f"({mark})" if _off_settings(row) else mark)

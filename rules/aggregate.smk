@@ -30,7 +30,9 @@ rule tables:
     input:
         paths.RUNS,
     output:
-        report(multiext(paths.TABLES, ".csv", ".md", ".tex"), caption="../report/tables.rst", category="Tables"),
+        multiext(paths.TABLES, ".csv", ".md", ".tex"),
+        report(f"{paths.TABLES}.html", caption="../report/tables.rst", category="{experiment}", subcategory="Tables",
+               labels=table_labels),
     params:
         quoted=quoted_table,
         own_data=lambda wildcards: own_data(config, wildcards.experiment),  # no paper's numbers beside them
@@ -48,7 +50,8 @@ rule violins:
     input:
         paths.RUNS,
     output:
-        png=report(f"{paths.VIOLINS}.png", caption="../report/violins.rst", category="Figures"),
+        png=report(f"{paths.VIOLINS}.png", caption="../report/violins.rst", category="{experiment}",
+                   subcategory="Figures", labels={"figure": "violins over splits"}),
         pdf=f"{paths.VIOLINS}.pdf",
     log:
         "logs/aggregate/violins_{experiment}.log",
@@ -64,7 +67,8 @@ rule posteriors:
     input:
         unpack(posterior_inputs),
     output:
-        png=report(f"{paths.POSTERIORS}.png", caption="../report/posteriors.rst", category="Figures"),
+        png=report(f"{paths.POSTERIORS}.png", caption="../report/posteriors.rst", category="{experiment}",
+                   subcategory="Figures", labels={"figure": "posteriors"}),
         pdf=f"{paths.POSTERIORS}.pdf",
     params:
         runs=lambda wildcards: run_files(wildcards.experiment),
@@ -82,7 +86,8 @@ rule learning_curves:
     input:
         paths.CURVES,
     output:
-        report(paths.CURVES_FIGURE, caption="../report/learning_curves.rst", category="Figures"),
+        report(paths.CURVES_FIGURE, caption="../report/learning_curves.rst", category="{experiment}",
+               subcategory="Figures", labels={"figure": "learning curves"}),
     params:
         axis=lambda wildcards: config["experiments"][wildcards.experiment].get("curve_axis", "iteration"),
     log:
@@ -118,8 +123,10 @@ rule claims:
     input:
         unpack(claims_inputs),
     output:
-        md=report(f"{paths.CLAIMS}.md", caption="../report/claims.rst", category="Tables"),
+        md=f"{paths.CLAIMS}.md",
         csv=f"{paths.CLAIMS}.csv",
+        html=report(f"{paths.CLAIMS}.html", caption="../report/claims.rst", category="claims",
+                    labels={"table": "the paper's claims, checked"}),
     params:
         posteriors=claim_posteriors,
         gaps=claims_gaps,

@@ -8,7 +8,7 @@ from gpstudy import paths
 from gpstudy.claims import claims_path, settings_gaps
 from gpstudy.data import PROTOCOLS
 from gpstudy.job import check_same_code
-from gpstudy.metrics import TASK_METRICS
+from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
 from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, splits_of, study_jobs,
                            validate_config)
 from gpstudy.study.settings import exact_gp_settings, run_settings
@@ -139,6 +139,11 @@ def quoted_table(wildcards):
     return config["experiments"][wildcards.experiment].get("quoted")
 
 
+def table_labels(wildcards):
+    """The report's label of an experiment's table: its metric."""
+    return {"table": METRIC_NAMES[wildcards.metric]}
+
+
 def posterior_dataset(wildcards):
     """The one data set of an experiment with the ``posteriors`` output."""
     return config["experiments"][wildcards.experiment]["datasets"][0]
@@ -203,4 +208,4 @@ def paper_gaps():
 def final_targets():
     """The study's outputs: the run tables, each experiment's learning curves and configured outputs, and the
     paper's claims checked on them."""
-    return [paths.RUNS, paths.CURVES, *experiment_targets(config), *multiext(paths.CLAIMS, ".md", ".csv")]
+    return [paths.RUNS, paths.CURVES, *experiment_targets(config), *multiext(paths.CLAIMS, ".md", ".csv", ".html")]

@@ -1,7 +1,8 @@
 """Shared fixtures: the study's config (every default), the data copies beside the repo, a local HTTP server,
-a venv outside the checkout with gpstudy installed from a wheel."""
+a venv outside the checkout with gpstudy installed from a wheel, an HTML page's table as text."""
 
 import functools
+import html.parser
 import http.server
 import importlib.util
 import itertools
@@ -154,3 +155,40 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, *args) -> None:
         pass
+
+
+class TableText(html.parser.HTMLParser):
+    """The text of an HTML page's table: its caption and each row's cells (header and data), as parsed."""
+
+    def __init__(self):
+        super().__init__()
+        self.caption, self.rows, self._cell = "", [], None
+
+    def handle_starttag(self, tag, attrs) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th", "caption"):
+            self._cell = ""
+
+    def handle_endtag(self, tag) -> None:
+        if tag == "caption":
+            self.caption = self._cell
+        elif tag in ("td", "th"):
+            self.rows[-1].append(self._cell)
+        if tag in ("td", "th", "caption"):
+            self._cell = None
+
+    def handle_data(self, data) -> None:
+        if self._cell is not None:
+            self._cell += data
+
+
+@pytest.fixture
+def html_table():
+    """``html_table(path)``: the caption and the rows of cells of the table of the HTML page at ``path``."""
+    def read(path: Path) -> tuple[str, list[list[str]]]:
+        parser = TableText()
+        parser.feed(Path(path).read_text(encoding="utf-8"))
+        parser.close()
+        return parser.caption, parser.rows
+    return read

@@ -1,5 +1,5 @@
 """experiment_table's statistics and agreement marks on a synthetic runs frame, the rows of other papers'
-methods it quotes (Table 2), and the files write_table writes."""
+methods it quotes (Table 2), and the files write_table writes (the HTML page: the report's)."""
 
 import math
 from pathlib import Path
@@ -114,6 +114,21 @@ def test_write_table_csv_md_tex(runs, tmp_path):
     assert [line for line in tex.splitlines() if line.endswith(r"\\")][0].startswith("Data set & N & D")
     assert sum(line.endswith(r"\\") for line in tex.splitlines()) == 1 + 3
     assert tex.index(r"\toprule") < tex.index(r"\midrule") < tex.index(r"\bottomrule")
+
+
+def test_write_table_html_page_has_the_markdown_cells_and_caption(runs, tmp_path, html_table):
+    """The report's page: Markdown's cells, the paper's number on a line below ours, the same caption."""
+    write_table(experiment_table(runs, "uci", "rmse"), tmp_path / "table3", {"svgp": "SVGP <Hensman>"})
+    caption, rows = html_table(tmp_path / "table3.html")
+    assert rows[0] == ["Data set", "N", "D", "SVGP <Hensman> 100", "GPNet 100", "SVGP <Hensman> 50"]
+    assert rows[1] == ["Boston", "— (506)", "— (12)", "2.000 ± 0.471\n(2.897 ± 0.132) (✓)",
+                       "11.000 ± 0.471\n(2.786 ± 0.142) (✗)", "—"]
+    assert rows[2][3] == "5.768 ± n/a\n(5.768 ± 0.094)" and rows[3][:3] == ["wine_white", "", ""]
+    markdown = (tmp_path / "table3.md").read_text(encoding="utf-8")
+    assert [f"| {' | '.join(cell.replace(chr(10), ' ') for cell in row)} |" for row in rows] == [
+        line for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
+    assert caption == markdown.split("\n\n")[0]
+    assert "Failed runs left out (1): Boston SVGP <Hensman> 100: 1." in caption
 
 
 def test_airline_columns_follow_table_1_with_its_values_beside():

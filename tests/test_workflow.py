@@ -1,5 +1,6 @@
 """The Snakemake workflow: lint, dry runs, config errors, and the quick study end to end."""
 
+import importlib.util
 import json
 import os
 import re
@@ -14,10 +15,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from gpstudy.claims import load_claims
 from gpstudy.data import load_split
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+SCREENSHOTS = REPO / "docs" / "report_screenshots.py"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLANNED_JOBS = """
 import json, sys
@@ -233,12 +236,68 @@ def test_snelson_methods_share_the_exact_gps_pretrained_hyperparameters(quick_st
     assert runs["svgp"]["lengthscale"] != [1.0]  # pretrained, not the initial values
 
 
-def test_report_renders_the_figures_and_tables(quick_study, shared_data):
+@pytest.fixture(scope="module")
+def quick_report(quick_study, shared_data) -> Path:
+    """The quick study's report, made once as docs/pipeline.md says (snakemake --report)."""
     run = snakemake(quick_study, "--config", f"mirror={shared_data}", "--report", "report.html",
                     config="configs/quick.yaml")
     assert run.returncode == 0, run.stderr[-3000:]
-    html = (quick_study / "report.html").read_text(errors="replace")
-    assert "uci_violins.png" in html and "snelson.png" in html and "uci_rmse.md" in html
+    return quick_study / "report.html"
+
+
+def report_variable(report: Path, name: str):
+    """A JSON variable of a Snakemake report's page: ``results`` (its entries), ``categories`` (their groups)."""
+    block = rf'<script id="{name}">\s*var {name} = (.*?);\s*</script>'
+    return json.loads(re.search(block, report.read_text(errors="replace"), re.S)[1])
+
+
+def test_report_groups_each_table_and_figure_once_by_experiment(quick_report):
+    categories = report_variable(quick_report, "categories")
+    grouped = {category: {subcategory: set(entries) for subcategory, entries in subcategories.items()}
+               for category, subcategories in categories.items()}
+    tables, figures = "results/tables/{}.html", "results/figures/{}.png"
+    assert grouped == {
+        "uci": {"Tables": {tables.format("uci_rmse"), tables.format("uci_test_ll")},
+                "Figures": {figures.format("learning_curves_uci"), figures.format("uci_violins")}},
+        "odvgp": {"Tables": {tables.format("odvgp_rmse"), tables.format("odvgp_test_ll")},
+                  "Figures": {figures.format("learning_curves_odvgp")}},
+        "snelson": {"Figures": {figures.format("learning_curves_snelson"), figures.format("snelson")}},
+        "claims": {"Other": {"results/claims.html"}}}
+    results = report_variable(quick_report, "results")
+    assert len(results) == 10 and results.keys() == {entry for groups in grouped.values() for entries in
+                                                     groups.values() for entry in entries}
+    assert results[tables.format("uci_rmse")]["labels"] == {"table": "Test RMSE"}
+    assert results[tables.format("uci_rmse")]["mime_type"] == "text/html"
+    assert results[figures.format("uci_violins")]["labels"] == {"figure": "violins over splits"}
+
+
+@pytest.fixture(scope="module")
+def report_screenshots():
+    """docs/report_screenshots.py as a module (its CHROMIUM, WINDOW)."""
+    spec = importlib.util.spec_from_file_location("report_screenshots", SCREENSHOTS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_browser_shows_table_3_and_the_claims_as_tables_in_the_report(quick_report, report_screenshots, tmp_path):
+    """The report opened in headless Chromium by docs/report_screenshots.py: the rendered pages' table cells."""
+    if not report_screenshots.CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {report_screenshots.CHROMIUM}: apt-get install chromium (.ci/run does)")
+    run = subprocess.run([sys.executable, str(SCREENSHOTS), str(quick_report), "--out", str(tmp_path), "--print"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    pages = json.loads(run.stdout)
+    table3 = pages["table3"]["cells"]
+    assert table3[:4] == ["Data set", "N", "D", "SVGP 100"]
+    boston_svgp_100 = table3[table3.index("Boston") + 3]  # ours, and the paper's below it, with the mark
+    assert re.fullmatch(r"\d+\.\d{3} ± \d+\.\d{3}\n\(2\.897 ± 0\.132\) \([✓✗]\)", boston_svgp_100), boston_svgp_100
+    claim = load_claims()[0]
+    claims = pages["claims"]["cells"]
+    start = claims.index(claim.quote)
+    assert claims[start - 1:start + 4] == ["1", claim.quote, claim.experiment, claim.holds_on, "not run"]
+    for name in ("table3", "claims"):
+        assert png_size(tmp_path / f"report_{name}.png") == report_screenshots.WINDOW
 
 
 def test_rerun_after_a_finished_study_does_nothing(quick_study, shared_data):

@@ -1,4 +1,4 @@
-"""results/claims.md and .csv from a study's files, as rule claims writes them: the package's claims on a
+"""results/claims.md, .csv and .html from a study's files, as rule claims writes them: the package's claims on a
 small Snelson study (posteriors planted) and UCI runs of one column, the rest of the claims not run."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from gpstudy import paths
 from gpstudy.claims import FAIL, NOT_RUN, PASS, evaluate_claims, load_claims, read_evidence, write_claims
 from gpstudy.claims.evidence import cell_key
-from gpstudy.claims.report import COLUMNS, claim_verdict
+from gpstudy.claims.report import ABOUT, COLUMNS, claim_verdict
 from gpstudy.data.split import Split, save_split
 from gpstudy.io import write_csv
 from gpstudy.results import RUN_COLUMNS
@@ -113,6 +113,27 @@ def test_write_claims_markdown_and_csv(study):
     assert "| snelson | FBNN 20 | median sd / exact sd of f within 0.1 of a training input | 2 | > 1.5 | ✓ |" in markdown
     assert "no runs of GPNet 100 on boston (uci)" in markdown
     assert not list((folder / "results").glob(".*.part*"))
+
+
+def test_write_claims_html_page_one_row_per_check_the_claim_on_its_first(study, html_table):
+    folder, posteriors = study
+    table = evaluate_claims(load_claims(), read_evidence(folder / "runs.csv", posteriors, {}))
+    write_claims(table, folder / "results" / "claims")
+    caption, rows = html_table(folder / "results" / "claims.html")
+    assert rows[:2] == [["Claim", "Check"], ["#", "Quoted", "Experiment", "Holds on", "Verdict", "Data set", "Compared",
+                                             "Measure", "Ours", "Threshold", "Verdict", "Note"]]
+    checks = rows[2:]
+    assert len(checks) == len(table) and all(len(row) == 12 for row in checks)
+    claims = table.drop_duplicates("claim")
+    firsts = [row for row in checks if row[0]]
+    assert [row[:5] for row in firsts] == [[str(number), claim.quote, claim.experiment, claim.holds_on,
+                                            claim.claim_verdict] for number, claim in
+                                           enumerate(claims.itertuples(), start=1)]
+    assert set(map(tuple, (row[:5] for row in checks if not row[0]))) == {("",) * 5}
+    assert ["snelson", "FBNN 20", "median sd / exact sd of f within 0.1 of a training input", "2", "> 1.5", PASS,
+            ""] in [row[5:] for row in checks]
+    assert f"Claims: 6 {PASS}, 0 {FAIL}, {len(claims) - 6} {NOT_RUN}." in caption
+    assert ABOUT in caption and ABOUT in (folder / "results" / "claims.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("holds_on, verdicts, expected", [
