@@ -104,7 +104,7 @@ def test_every_run_records_its_code_libraries_and_device(settings_for, tmp_path,
     else:
         commit = (None, None)
     expected = {"device": "cpu", "device_name": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                "gpstudy_version": gpstudy.__version__, "git_commit": commit[0], "git_dirty": commit[1],
+                "tf32": False, "gpstudy_version": gpstudy.__version__, "git_commit": commit[0], "git_dirty": commit[1],
                 "torch_version": torch.__version__, "numpy_version": importlib.metadata.version("numpy"),
                 "pandas_version": importlib.metadata.version("pandas")}
     assert expected["torch_version"].split("+")[0] == importlib.metadata.version("torch").split("+")[0]
