@@ -63,6 +63,9 @@ def study_split(config: dict, dataset: str, split: int, raw: Path) -> Split:
     """Split ``split`` of ``dataset`` as the study ``config`` makes it (protocol, seed, sizes), from the raw
     files in the folder ``raw``."""
     plan = data_plan(config, dataset)
+    if plan.drop_features or plan.standardize_inputs:
+        raise ValueError(f"study_split: data set {dataset!r} sets drop_features or standardize_inputs, which it "
+                         "does not apply (gpstudy.data.prepare_split does)")
     table = read_table(get_dataset(dataset), plan.protocol, raw)
     train, test = split_rows(table, plan.protocol, split, seed=config["seed"], train_size=plan.train_size,
                              test_size=plan.test_size, raw=raw)
@@ -76,10 +79,9 @@ def train_with_and_without_tf32(splits: dict[int, Split], settings: RunSettings,
     ``folder``/float32 and ``folder``/tf32): with float32 products as the CPU makes them, and under
     :class:`EmulatedTF32`. Returns each way's metrics per split, and the products the emulation rounded."""
     hyperparameters = pretrain_splits(splits, settings) if settings.pretrain else None
-    results, rounded = {}, 0
-    for way in ("float32", "tf32"):
-        out_dirs = {s: folder / way / f"split{s}" for s in splits}
-        with EmulatedTF32() if way == "tf32" else contextlib.nullcontext() as tf32:
-            results[way] = train_splits(splits, settings, out_dirs, folder / way / "checkpoint.pt", hyperparameters)
-        rounded = tf32.products if tf32 else rounded
-    return results, rounded
+    emulation, results = EmulatedTF32(), {}
+    for way, mode in (("float32", contextlib.nullcontext()), ("tf32", emulation)):
+        with mode:
+            results[way] = train_splits(splits, settings, {s: folder / way / f"split{s}" for s in splits},
+                                        folder / way / "checkpoint.pt", hyperparameters)
+    return results, emulation.products
