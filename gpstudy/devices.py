@@ -87,6 +87,7 @@ def parse_nvidia_smi_list(text: str) -> list[Gpu]:
 
 
 NVIDIA_SMI_TIMEOUT_SECONDS = 60.0  # after this, ``nvidia-smi -L`` is taken to hang (a wedged driver) and killed
+TF32_CAPABILITY = (8, 0)  # the CUDA compute capability from which GPUs have TF32 (Ampere)
 
 
 @functools.cache
@@ -190,6 +191,14 @@ def set_linalg_library(device: torch.device) -> None:
     call)."""
     if device.type == "cuda":
         torch.backends.cuda.preferred_linalg_library("cusolver")
+
+
+def tf32_in_effect(device: torch.device) -> bool:
+    """Whether float32 products and convolutions on ``device`` may round to TF32 in this process: a GPU
+    that has it (compute capability 8.0, Ampere, or later) and a TF32 flag set (:func:`set_tf32`); never
+    on a CPU."""
+    return (device.type == "cuda" and torch.cuda.get_device_capability(device) >= TF32_CAPABILITY
+            and any(tf32_settings().values()))
 
 
 def synchronize(device: torch.device) -> None:

@@ -13,12 +13,13 @@ import pandas as pd
 import torch
 
 import gpstudy
-from gpstudy.devices import tf32_settings
+from gpstudy.devices import tf32_in_effect
 from gpstudy.io import PACKAGE
 
-# the fields run_environment records beside device and tf32, in the order of results/runs.csv's columns
-RECORDED = ("device_name", "cpu_capability", "threads", "gpstudy_version", "git_commit", "git_dirty",
+# the fields run_environment records beside device, in the order of results/runs.csv's columns
+RECORDED = ("device_name", "cpu_capability", "threads", "tf32", "gpstudy_version", "git_commit", "git_dirty",
             "torch_version", "numpy_version", "pandas_version")
+BOOLEAN_RECORDED = ("tf32", "git_dirty")  # the RECORDED fields that are true or false (or empty), not text
 GIT_SECONDS = 30  # longer for git status (a huge checkout, a hung file system): the commit is recorded as unknown
 
 
@@ -26,13 +27,15 @@ def run_environment(device: torch.device) -> dict:
     """What a run on ``device`` records of its code, libraries and machine: ``device`` (as named) and its
     ``device_name`` (the GPU's, or the CPU model), torch's ``cpu_capability`` (the vector instructions
     its CPU kernels use: DEFAULT, AVX2, AVX512, ...; they change the rounding of rounding-sensitive runs),
-    its intra-op ``threads`` (how CPU reductions are split: rounding too), the ``tf32`` flags,
-    ``gpstudy_version``, the checkout's ``git_commit`` and ``git_dirty`` (:func:`checkout_state`; null
-    outside a checkout), and the torch, numpy and pandas versions."""
+    its intra-op ``threads`` (how CPU reductions are split: rounding too), ``tf32``, whether its float32
+    products and convolutions may round to TF32 (``training.tf32`` on a GPU that has TF32:
+    :func:`gpstudy.devices.tf32_in_effect`; false on a CPU), ``gpstudy_version``, the checkout's
+    ``git_commit`` and ``git_dirty`` (:func:`checkout_state`; null outside a checkout), and the torch,
+    numpy and pandas versions."""
     commit, dirty = package_checkout_state()
     return {"device": str(device), "device_name": device_name(device),
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
-            "tf32": tf32_settings(),
+            "tf32": tf32_in_effect(device),
             "gpstudy_version": gpstudy.__version__, "git_commit": commit, "git_dirty": dirty,
             "torch_version": str(torch.__version__), "numpy_version": np.__version__, "pandas_version": pd.__version__}
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from gpstudy.io import UnreadableFileError, read_json
 from gpstudy.metrics import METRIC_NAMES
-from gpstudy.provenance import RECORDED
+from gpstudy.provenance import BOOLEAN_RECORDED, RECORDED
 
 METRICS = list(METRIC_NAMES)  # every task's test metrics
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
@@ -18,7 +18,7 @@ RUN_COLUMNS = [*LABELS, "M_effective", "n_train", "n_test", "D", *METRICS, "iter
                "dtype", *RECORDED, "status"]
 SIZE_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # integers, empty beside a failed run
 OPTIONAL_COLUMNS = [*SIZE_COLUMNS, "dtype", *RECORDED]  # absent from an older version's runs.csv (read as empty)
-TEXT_RECORDED = [column for column in RECORDED if column != "git_dirty"]  # read as text, however they look
+TEXT_RECORDED = [column for column in RECORDED if column not in BOOLEAN_RECORDED]  # read as text, however they look
 SHOWN = 5  # at most this many runs or lines named in an error
 
 

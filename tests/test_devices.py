@@ -352,3 +352,14 @@ def test_set_tf32_sets_cublas_and_cudnn_and_says_so():
         assert devices.set_tf32(allowed) == devices.tf32_settings() == dict.fromkeys(names, allowed)
         assert torch.backends.cuda.matmul.fp32_precision == precision  # PyTorch's newer settings follow
         assert torch.backends.cudnn.conv.fp32_precision == ("tf32" if allowed else "none")  # none: not TF32
+
+
+@pytest.mark.usefixtures("restore_tf32")
+def test_tf32_is_in_effect_only_on_a_gpu_that_has_it_with_the_flags_set(monkeypatch):
+    capability = {"cuda:0": (8, 0), "cuda:1": (7, 5)}  # an A100 and a T4, faked: no CUDA starts
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: capability[str(device)])
+    for allowed in (False, True):
+        devices.set_tf32(allowed)
+        assert devices.tf32_in_effect(torch.device("cuda:0")) is allowed
+        assert devices.tf32_in_effect(torch.device("cuda:1")) is False  # before Ampere: no TF32
+        assert devices.tf32_in_effect(torch.device("cpu")) is False

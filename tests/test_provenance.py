@@ -107,7 +107,7 @@ def test_every_run_records_its_code_libraries_and_device(settings_for, tmp_path,
     else:
         commit = (None, None)
     expected = {"device": "cpu", "device_name": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                "threads": threads + 1,
+                "threads": threads + 1, "tf32": False,
                 "gpstudy_version": gpstudy.__version__, "git_commit": commit[0], "git_dirty": commit[1],
                 "torch_version": torch.__version__, "numpy_version": importlib.metadata.version("numpy"),
                 "pandas_version": importlib.metadata.version("pandas")}
