@@ -344,7 +344,9 @@ def fresh(workdir: Path, target: str) -> None:
 def fault_stops(args, checks: Checks) -> None:
     """Each of STOPS hits the training job mid-run, under the profile's retries: it checkpoints on SIGTERM,
     runs again, resumes after that iteration and ends with the uninterrupted run's metrics."""
-    workdir = args.workdir / "faults"
+    workdir = args.workdir / "faults"  # with --skip-cancel, what a check before left there (data, pretraining) is reused
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "faults.yaml").write_text(yaml.safe_dump(FAULT_CONFIG))
     command = snakemake_command(workdir, args.mirror, str(workdir / "faults.yaml"), "--config",
                                 f"mirror={args.mirror}", "device=cpu", "--", CANCEL_JOB)
     checkpoint, train_log = workdir / f"{CANCEL_JOB}.checkpoint.pt", train_log_of(workdir, CANCEL_JOB)
@@ -400,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "gpstudy-slurm-check")
     parser.add_argument("--skip-study", action="store_true", help="only the faults")
     parser.add_argument("--skip-faults", action="store_true", help="only the study")
+    parser.add_argument("--skip-cancel", action="store_true", help="of the faults, only the stops (3); reuses the "
+                        "data and pretraining a check before left in the work folder")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the cluster running")
     args = parser.parse_args(argv)
     args.mirror = str(Path(args.mirror).resolve())
@@ -410,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_study:
             study(args, checks)
         if not args.skip_faults:
-            fault_cancel(args, checks)
+            if not args.skip_cancel:
+                fault_cancel(args, checks)
             fault_stops(args, checks)
     finally:
         if not args.keep_cluster:
