@@ -29,7 +29,8 @@ GPSTUDY_SLURM_GPU_PARTITION) and trains on the CPU (``--config ... device=cpu``)
 It prints what it found and writes ``summary.json`` in its work folder (default
 $TMPDIR/gpstudy-slurm-check); it exits 1 if a check failed, and stops every daemon it started
 (``--keep-cluster`` leaves the cluster up). With the plugin's status checks (every 40 s and more)
-it takes about 25 minutes on 2 idle cores, more with a local run or beside other work. Not part of CI.
+it took about 25 minutes on 2 idle cores before the stops (3) came; the faults alone (--skip-study) took 49
+minutes on 2 cores at load 16, 35 of them the stops. Not part of CI.
 """
 
 import argparse
