@@ -59,8 +59,8 @@ FAULT_CONFIG = {  # enough iterations that the job still trains when hit after i
     "dataset_options": {"boston": {"methods": {"svgp": {"iterations": 4000}}}},
     "train_resources": {"runtime": 20},
 }
-WARNING_SECONDS = int(re.search(r"--signal=TERM@(\d+)", yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
-                                  ["set-resources"]["train"]["slurm_extra"]).group(1))  # the profile's warning lead
+PROFILE = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+WARNING_SECONDS = int(re.search(r"--signal=TERM@(\d+)", PROFILE["set-resources"]["train"]["slurm_extra"]).group(1))
 TOLERANCE = 1e-12  # a stopped and resumed job's metrics against the uninterrupted run's
 TIMING_COLUMNS = {"seconds"}  # runs.csv columns that measure the machine, not the result
 RTOL = 1e-5  # tolerance of numbers against the local run, relative to their column's scale (compare_outputs)
@@ -345,7 +345,7 @@ def fresh(workdir: Path, target: str) -> None:
 def fault_stops(args, checks: Checks) -> None:
     """Each of STOPS hits the training job mid-run, under the profile's retries: it checkpoints on SIGTERM,
     runs again, resumes after that iteration and ends with the uninterrupted run's metrics."""
-    workdir = args.workdir / "faults"  # with --skip-cancel, what a check before left there (data, pretraining) is reused
+    workdir = args.workdir / "faults"  # --skip-cancel: reuses the data a check before left
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "faults.yaml").write_text(yaml.safe_dump(FAULT_CONFIG))
     command = snakemake_command(workdir, args.mirror, str(workdir / "faults.yaml"), "--config",
