@@ -25,8 +25,9 @@ def start_job(log: str | os.PathLike) -> None:
     """Refuse to start (exit with a one-line message) when this job imported another copy of gpstudy
     than the one that planned it (:func:`check_same_code`); log to ``log``; end this process when its
     parent (Snakemake, or the shell it runs the script in) dies, even by ``kill -9``: a job never trains
-    on as an orphan. The checkpoint and the atomic outputs make the rerun pick up where the job stopped.
-    The log names the job first and, when it ends, what it wrote (:func:`log_job`): no job's log is empty."""
+    on as an orphan (a training job checkpoints first). The checkpoint and the atomic outputs make the rerun
+    pick up where the job stopped. The log names the job first and, when it ends, what it wrote
+    (:func:`log_job`): no job's log is empty."""
     if (planned := planned_package()) is not None:
         try:
             check_same_code(planned)
@@ -95,7 +96,8 @@ def log_to(path: str | os.PathLike) -> None:
 
 
 def die_with_parent() -> None:
-    """Ask the kernel to send this process SIGTERM when its parent dies (Linux; elsewhere nothing)."""
+    """Ask the kernel to send this process SIGTERM when its parent dies (Linux; elsewhere nothing). A training
+    job then ends its step, writes its checkpoint and exits (:mod:`gpstudy.stopping`); any other job dies."""
     if not sys.platform.startswith("linux"):
         return
     parent = os.getppid()

@@ -15,6 +15,7 @@ from gpstudy.likelihoods import GaussianLikelihood, Likelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.optim import adam, optimizer_step
 from gpstudy.progress import Progress
+from gpstudy.stopping import RERUN_STATUS, Stopped, stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +47,23 @@ def pretrain_hyperparameters(
         iterations: Adam steps (``pretrain_iterations``).
         lr: Adam learning rate (``pretrain_lr``).
         generators: draw the subsets (one generator per split).
+
+    Raises:
+        gpstudy.stopping.Stopped: SIGTERM or SIGUSR1 came (a cluster's time limit or preemption, ``kill``):
+            it ends the step and stops; pretraining keeps no checkpoint (a minute or less at the study's sizes).
     """
     subset = draws.randperm(x.shape[-2], generators, x.device)[..., :subset_size]
     x_subset, y_subset = draws.take_rows(x, subset), draws.take_rows(y, subset)
     optimizer = adam([*kernel.parameters(), *likelihood.parameters()], lr, x.device)
-    with Progress("pretraining", iterations, log) as progress:
+    with stop_signals() as stop, Progress("pretraining", iterations, log) as progress:
         for step in range(1, iterations + 1):
             objective = optimizer_step(optimizer, lambda: negative_lml_per_point(x_subset, y_subset, kernel,
                                                                                  likelihood), generators)
             progress.step(step)  # the host's clock alone: no device read
+            if stop and step < iterations:  # no checkpoint: pretraining is short, its rerun starts it again
+                message = f"pretraining stopped at iteration {step} on {stop.name}, no checkpoint"
+                log.info("%s; exit status %d: rerun to start it again", message, RERUN_STATUS)
+                raise Stopped(message)
     return objective.detach()
 
 

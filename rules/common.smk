@@ -91,6 +91,12 @@ def job_gpus(wildcards):
     return gpus(settings(wildcards))
 
 
+def job_runtime(wildcards, attempt):
+    """Minutes of a training job: train_resources' runtime, times the attempt (a cluster's retry of a job
+    stopped at its time limit asks for more; it resumes from its checkpoint)."""
+    return config["train_resources"]["runtime"] * attempt
+
+
 def pretrain_settings(wildcards):
     """Settings of exact-GP pretraining for a data set's split (the exact GP is what is pretrained)."""
     return exact_settings(wildcards.dataset)

@@ -17,7 +17,7 @@ rule train:
     threads: 1
     resources:
         gpu=job_gpus,
-        runtime=config["train_resources"]["runtime"],
+        runtime=job_runtime,
         mem_mb=config["train_resources"]["mem_mb"],
     log:
         "logs/train/{experiment}/{dataset}/{method}/M{M}/splits{splits}.log",

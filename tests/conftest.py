@@ -8,6 +8,7 @@ import importlib.util
 import itertools
 import os
 import shutil
+import signal
 import site
 import subprocess
 import sys
@@ -192,3 +193,15 @@ def html_table():
         parser.close()
         return parser.caption, parser.rows
     return read
+
+
+@pytest.fixture
+def recorded_signals() -> list[int]:
+    """The signals a test's own SIGTERM and SIGUSR1 handlers receive: a test of ``gpstudy.stopping`` that
+    raises them in the test run's process, were they not caught, finds them here instead of killing the run."""
+    received = []
+    before = {number: signal.signal(number, lambda number, frame: received.append(number))
+              for number in (signal.SIGTERM, signal.SIGUSR1)}
+    yield received
+    for number, handler in before.items():
+        signal.signal(number, handler)

@@ -1,6 +1,7 @@
 """Hyperparameter pretraining on the exact marginal likelihood, and the JSON round trip."""
 
 import json
+import signal
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
                               readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
+from gpstudy.stopping import RERUN_STATUS, Stopped
 
 DTYPE = numerics.DEFAULT_DTYPE
 TRUE_LENGTHSCALE, TRUE_NOISE = 0.4, 0.01
@@ -90,3 +92,25 @@ def test_a_pretraining_iteration_synchronises_with_the_host_once():
     with HostSyncCounter() as counter:
         pretrain_hyperparameters(x, y, kernel, likelihood, iterations=5, **run)
     assert counter.unexpected() == [] and len(counter.events) == 5, counter.summary()
+
+
+def test_pretraining_stops_at_its_step_on_a_signal_and_restores_the_handlers(monkeypatch, recorded_signals):
+    import gpstudy.pretrain as pretrain
+
+    real_step, steps = pretrain.optimizer_step, []
+
+    def step(*args, **kwargs):  # SIGTERM arrives during step 3
+        steps.append(1)
+        if len(steps) == 3:
+            signal.raise_signal(signal.SIGTERM)
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(pretrain, "optimizer_step", step)
+    x = torch.linspace(-1, 1, 20, dtype=DTYPE)[:, None]
+    with pytest.raises(Stopped, match="^pretraining stopped at iteration 3 on SIGTERM, no checkpoint$") as stopped:
+        pretrain_hyperparameters(x, torch.sin(3 * x[:, 0]), RBF(1), GaussianLikelihood(0.1),
+                                 subset_size=10, iterations=50, lr=0.01, generators=torch.Generator().manual_seed(0))
+    assert stopped.value.code == RERUN_STATUS and len(steps) == 3
+    assert recorded_signals == []
+    signal.raise_signal(signal.SIGTERM)
+    assert recorded_signals == [signal.SIGTERM]  # the handler of before is back

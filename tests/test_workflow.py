@@ -35,9 +35,10 @@ if fake_gpu == "yes":  # Snakemake's process sees a GPU (it resolves every run's
     devices.nvidia_smi_gpus = lambda: [devices.Gpu(0, "Fake GPU", "GPU-00000000-fake")]
 jobs = []
 
-def record(self, job):  # the dry run's executor: note the job's device and gpu resource, run nothing
+def record(self, job):  # the dry run's executor: note the job's device and resources, run nothing
     settings = getattr(job.params, "settings", None)
-    jobs.append({"rule": job.rule.name, "device": settings and settings["device"], "gpu": job.resources.get("gpu", 0)})
+    jobs.append({"rule": job.rule.name, "device": settings and settings["device"], "gpu": job.resources.get("gpu", 0),
+                 "runtime": job.resources.get("runtime"), "slurm_extra": job.resources.get("slurm_extra")})
     self.report_job_submission(dryrun.SubmittedJobInfo(job=job))
     self.report_job_success(dryrun.SubmittedJobInfo(job=job))
 
@@ -126,7 +127,7 @@ def planned_jobs(workdir: Path, profile: str, *args: str, fake_gpu: bool = False
     ("default", (), True),  # a workstation with a GPU: device auto
     ("default", ("--config", "device=cuda"), False),  # the study moved to CUDA from the command line
 ])
-def test_every_job_on_cuda_asks_for_a_gpu(tmp_path, profile, args, fake_gpu):
+def test_every_job_on_cuda_asks_for_a_gpu(tmp_path, profile, args, fake_gpu, study_config):
     jobs = planned_jobs(tmp_path, profile, *args, fake_gpu=fake_gpu)
     assert len(jobs) == 323  # the full study (test_dry_run_of_the_full_study_plans_every_job)
     for job in jobs:
@@ -136,6 +137,10 @@ def test_every_job_on_cuda_asks_for_a_gpu(tmp_path, profile, args, fake_gpu):
     assert any(job["device"].startswith("cuda") for job in jobs if job["rule"] == "train")
     exact_gp = [job for job in jobs if job["rule"] in ("pretrain", "exact_reference")]
     assert len(exact_gp) == 4 * 20 + 1 + 1 and all(job["device"] == "cpu" for job in exact_gp)  # methods.exact.device
+    train = [job for job in jobs if job["rule"] == "train"]  # a first attempt: train_resources' runtime
+    assert all(job["runtime"] == study_config["train_resources"]["runtime"] for job in train)
+    warning = {"--signal=TERM@300"} if profile == "slurm" else {None}  # SIGTERM ahead of the time limit (issue 38)
+    assert {job["slurm_extra"] for job in train} == warning
 
 
 @pytest.mark.parametrize("override, message", [

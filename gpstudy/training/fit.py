@@ -15,6 +15,7 @@ from gpstudy.methods import Method, compile_problem
 from gpstudy.optim import adam, optimizer_step
 from gpstudy.pretrain import readable_hyperparameters
 from gpstudy.progress import Progress, format_values
+from gpstudy.stopping import RERUN_STATUS, Stopped, stop_signals
 from gpstudy.study.settings import SettingsError
 from gpstudy.training.checkpoint import Checkpointer, load
 
@@ -109,7 +110,11 @@ def fit(
             while training goes on: :class:`~gpstudy.training.checkpoint.Checkpointer`) after every
             ``checkpoint_every``-th iteration and whenever ``checkpoint_minutes`` of wall clock have
             passed since the last one (None: not by that rule). Resuming gives the same numbers as an
-            uninterrupted run. A checkpoint that cannot be written fails the run.
+            uninterrupted run. A checkpoint that cannot be written fails the run. With a checkpoint,
+            SIGTERM or SIGUSR1 (a cluster's warning ahead of its time limit, a preemption, ``kill``:
+            :mod:`gpstudy.stopping`) ends the step, writes the checkpoint and waits for it, logs
+            "checkpointed at iteration k on SIGTERM" and raises :class:`gpstudy.stopping.Stopped` (exit status
+            75); the handlers are those of before once ``fit`` returns.
         fingerprint: what the run is (settings, splits, start, code); a checkpoint written under
             another fingerprint is discarded with a warning, never resumed.
         torch_compile: run the method's loss (forward and backward) through ``torch.compile``; its
@@ -144,7 +149,14 @@ def fit(
                       if torch_compile and step_as_symbol_supported() else contextlib.nullcontext())
     tic = time.perf_counter()
     progress = Progress("training", iterations, log, start)
-    with checkpoints, step_as_symbol, progress:  # leaving waits for the checkpoint being written
+
+    def state(step: int) -> dict:
+        return {"method": method.state_dict(), "optimizer": optimizer.state_dict(),
+                "generators": draws.get_state(generators), "sampler": sampler.state_dict(), "step": step,
+                "curve": curve, "seconds": seconds + time.perf_counter() - tic, "fingerprint": fingerprint}
+
+    # stop signals outermost: a second one while the checkpoint is written (leaving checkpoints) is only recorded
+    with stop_signals(enabled=checkpoint is not None) as stop, checkpoints, step_as_symbol, progress:
         for step in range(start, iterations + 1):
             loss = train_iteration(method, optimizer, sampler, x_train, y_train, step, generators, loss_function)
             if step % eval_every == 0 or step == iterations:
@@ -156,11 +168,14 @@ def fit(
                 tic = time.perf_counter()
             else:
                 progress.step(step)  # the host's clock alone: no device read
+            if stop and step < iterations:  # a signal (gpstudy.stopping): save this step's state, then exit
+                checkpoints.write(state(step))
+                checkpoints.wait()
+                message = f"checkpointed at iteration {step} on {stop.name}"
+                log.info("%s; exit status %d: rerun to resume", message, RERUN_STATUS)
+                raise Stopped(message)
             if checkpoints.due(step) and step < iterations:
-                checkpoints.write({"method": method.state_dict(), "optimizer": optimizer.state_dict(),
-                                   "generators": draws.get_state(generators), "sampler": sampler.state_dict(),
-                                   "step": step, "curve": curve, "seconds": seconds + time.perf_counter() - tic,
-                                   "fingerprint": fingerprint})
+                checkpoints.write(state(step))
     log.info("training done: %s", format_values({"objective": curve[-1]["objective"],
                                                   **readable_hyperparameters(method.kernel, method.likelihood)}))
     return curve, seconds

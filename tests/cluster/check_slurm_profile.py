@@ -17,14 +17,20 @@ GPSTUDY_SLURM_GPU_PARTITION) and trains on the CPU (``--config ... device=cpu``)
    RTOL (see compare_outputs);
 2. ``scancel`` of a training job once it has written its checkpoint: with ``--retries 0`` Snakemake
    reports the job CANCELLED and fails, and the rerun resumes it ("resumed from" in its log), its
-   runs with status ok; with the profile's retries Snakemake resubmits it and it resumes;
-3. a training job over its ``runtime`` (train_resources.runtime: 1 minute): SLURM kills it and
-   Snakemake reports status TIMEOUT.
+   runs with status ok;
+3. with the profile's retries, a training job hit mid-run (once it is RUNNING and its first checkpoint
+   is on disk) (a) by its time limit, moved by ``scontrol update TimeLimit`` to fall within the profile's
+   warning (``--signal=TERM@<seconds>``), (b) by ``scontrol requeue`` (a preemption's requeue) and (c) by
+   ``scancel``: its log says "checkpointed at iteration k on SIGTERM", Snakemake (or SLURM's requeue)
+   runs it again, it resumes at iteration k + 1, and its metrics equal those of the same job run
+   uninterrupted (locally, same pretrained inputs, same CPU) to TOLERANCE. Each step waits for a state
+   (the job RUNNING, the checkpoint on disk, the log line), never for a number of seconds.
 
 It prints what it found and writes ``summary.json`` in its work folder (default
 $TMPDIR/gpstudy-slurm-check); it exits 1 if a check failed, and stops every daemon it started
 (``--keep-cluster`` leaves the cluster up). With the plugin's status checks (every 40 s and more)
-it takes about 25 minutes on 2 idle cores, more with a local run or beside other work. Not part of CI.
+it took about 25 minutes on 2 idle cores before the stops (3) came; the faults alone (--skip-study) took 49
+minutes on 2 cores at load 16, 35 of them the stops. Not part of CI.
 """
 
 import argparse
@@ -32,6 +38,7 @@ import csv
 import filecmp
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,14 +54,17 @@ CLUSTER = REPO / "tests" / "cluster" / "slurm_cluster.sh"
 STATE = Path(os.environ.get("GPSTUDY_SLURM_DIR", Path(tempfile.gettempdir()) / "gpstudy-slurm"))  # as slurm_cluster.sh
 ACCOUNT, CPU_PARTITION, GPU_PARTITION = "gpstudy", "cpu", "gpu"  # what slurm_cluster.sh creates
 CANCEL_JOB = "results/uci/boston/svgp/M100/splits0-1"  # the training job that is cancelled
-TIMEOUT_JOB = "results/uci/boston/gpnet/M100/splits0-1"  # the training job over its runtime
-FAULT_CONFIG = {  # enough iterations that both jobs are still training when they are hit
-    "dataset_options": {"boston": {"methods": {"svgp": {"iterations": 3000}, "gpnet": {"iterations": 100000}}}},
+FAULT_CONFIG = {  # enough iterations that the job still trains when hit after its first checkpoint (at 25);
+    # 4000 took 3 min on 2 loaded cores; a runtime whose warning (5 min before) does not stop the rerun with --retries 0
+    "dataset_options": {"boston": {"methods": {"svgp": {"iterations": 4000}}}},
+    "train_resources": {"runtime": 20},
 }
-TIMEOUT_CONFIG = {"train_resources": {"runtime": 1}}  # minutes: SLURM's -t of every training job
+PROFILE = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+WARNING_SECONDS = int(re.search(r"--signal=TERM@(\d+)", PROFILE["set-resources"]["train"]["slurm_extra"]).group(1))
+TOLERANCE = 1e-12  # a stopped and resumed job's metrics against the uninterrupted run's
 TIMING_COLUMNS = {"seconds"}  # runs.csv columns that measure the machine, not the result
 RTOL = 1e-5  # tolerance of numbers against the local run, relative to their column's scale (compare_outputs)
-NOTICE_SECONDS = 600  # how long Snakemake may take to notice a cancelled job
+NOTICE_SECONDS = 600  # how long Snakemake may take to notice a cancelled job, and a job to log its checkpoint
 
 
 def environment() -> dict[str, str]:
@@ -250,17 +260,20 @@ def cancel_after_checkpoint(command: list[str], checkpoint: Path, log: Path) -> 
         return job, noticed, process.wait()
 
 
+def train_log_of(workdir: Path, target: str) -> Path:
+    return workdir / "logs" / "train" / Path(target).relative_to("results").parent / f"{Path(target).name}.log"
+
+
 def resumed_ok(workdir: Path, target: str) -> tuple[bool, list]:
     """Whether the training log of ``target`` says "resumed from" (Snakemake starts a job's log
     afresh, so it is the last attempt's), and the statuses of its runs."""
-    train_log = workdir / "logs" / "train" / Path(target).relative_to("results").parent / f"{Path(target).name}.log"
+    train_log = train_log_of(workdir, target)
     statuses = [json.loads(p.read_text()).get("status") for p in (workdir / target).glob("split*/metrics.json")]
     return train_log.exists() and "resumed from" in train_log.read_text(), statuses
 
 
 def fault_cancel(args, checks: Checks) -> None:
-    """scancel the training job after its first checkpoint: Snakemake fails; the rerun resumes it.
-    Then the same with the profile's retries: Snakemake resubmits the job, which resumes."""
+    """scancel the training job after its first checkpoint, with --retries 0: Snakemake fails; the rerun resumes it."""
     workdir = args.workdir / "faults"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -287,33 +300,100 @@ def fault_cancel(args, checks: Checks) -> None:
         checks.measured["cancelled_job_state"] = next(
             (j["State"] for j in sacct("2000-01-01", "JobID", "State") if j["JobID"] == job), None)
 
-    shutil.rmtree(workdir / CANCEL_JOB)  # train it again, now with the profile's retries
-    since = now()
-    job, noticed, rc = cancel_after_checkpoint(command, checkpoint, args.workdir / "cancel-retry.log")
-    resumed, statuses = resumed_ok(workdir, CANCEL_JOB)
-    attempts = [j["State"] for j in sacct(since, "JobID", "State", "Comment") if j["Comment"].startswith("rule_train")]
-    checks.check("cancel: with the profile's retries, snakemake resubmits the job, which resumes, runs ok",
-                 job is not None and rc == 0 and resumed and statuses and all(s == "ok" for s in statuses),
-                 f"rc {rc}; SLURM jobs {attempts}; 'resumed from' in the training log: {resumed}; statuses {statuses}")
+
+def checkpointed(train_log: Path, process: subprocess.Popen) -> tuple[int | None, str | None]:
+    """Wait (the log, not a clock) for the training job's "checkpointed at iteration k on SIGNAL"; k and SIGNAL."""
+    deadline = time.monotonic() + NOTICE_SECONDS
+    while time.monotonic() < deadline and process.poll() is None:
+        for line in (train_log.read_text().splitlines() if train_log.exists() else []):
+            if "checkpointed at iteration " in line:
+                words = line.split("checkpointed at iteration ")[1].split()
+                return int(words[0]), words[2].rstrip(";")
+        time.sleep(1)
+    return None, None
 
 
-def fault_timeout(args, checks: Checks) -> None:
-    """A training job with runtime 1 minute and far more work: SLURM kills it at its time limit."""
-    workdir = args.workdir / "faults"
-    (workdir / "timeout.yaml").write_text(yaml.safe_dump(TIMEOUT_CONFIG))
-    command = snakemake_command(workdir, args.mirror, str(workdir / "faults.yaml"), str(workdir / "timeout.yaml"),
-                                "--retries", "0", "--config", f"mirror={args.mirror}", "device=cpu",
-                                "--", TIMEOUT_JOB)
-    since = now()
-    rc, seconds = run_logged(command, args.workdir / "timeout.log")
-    text = (args.workdir / "timeout.log").read_text()
-    jobs = [j for j in sacct(since, "JobID", "State", "Timelimit", "Elapsed", "Comment")
-            if j["Comment"].startswith("rule_train")]
-    checks.measured["timeout_jobs"] = jobs
-    checks.check("timeout: SLURM kills the job at its time limit, snakemake reports TIMEOUT",
-                 rc != 0 and "SLURM status is: 'TIMEOUT'" in text and len(jobs) == 1 and jobs[0]["State"] == "TIMEOUT",
-                 f"rc {rc}, {seconds:.0f} s; " + ", ".join(f"job {j['JobID']} {j['State']} limit {j['Timelimit']} "
-                                                           f"elapsed {j['Elapsed']}" for j in jobs))
+def elapsed_minutes(job: str) -> int:
+    """The whole minutes a running job has run (squeue's %M: [[d-]h:]m:ss)."""
+    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%M"], env=environment(), capture_output=True, text=True,
+                         check=True).stdout.strip()
+    days, _, clock = out.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    hours, minutes = (parts[0], parts[1]) if len(parts) == 3 else (0, parts[0])
+    return (int(days or 0) * 24 + hours) * 60 + minutes
+
+
+STOPS = {  # case: what is done to the running training job
+    "time limit": lambda job: ["scontrol", "update", f"JobId={job}",  # the limit within the warning's lead, from now
+                               f"TimeLimit={elapsed_minutes(job) + WARNING_SECONDS // 60}"],
+    "requeue": lambda job: ["scontrol", "requeue", job],
+    "scancel": lambda job: ["scancel", job],
+}
+
+
+def run_metrics(workdir: Path, target: str) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted((workdir / target).glob("split*/metrics.json"))}
+
+
+def fresh(workdir: Path, target: str) -> None:
+    """Remove the job's folder, checkpoint and kept outputs: the next run trains it from the start."""
+    shutil.rmtree(workdir / target, ignore_errors=True)
+    for kept in (workdir / target).parent.glob(f"{Path(target).name}.checkpoint*"):
+        kept.unlink()
+
+
+def fault_stops(args, checks: Checks) -> None:
+    """Each of STOPS hits the training job mid-run, under the profile's retries: it checkpoints on SIGTERM,
+    runs again, resumes after that iteration and ends with the uninterrupted run's metrics."""
+    workdir = args.workdir / "faults"  # --skip-cancel: reuses the data a check before left
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "faults.yaml").write_text(yaml.safe_dump(FAULT_CONFIG))
+    command = snakemake_command(workdir, args.mirror, str(workdir / "faults.yaml"), "--config",
+                                f"mirror={args.mirror}", "device=cpu", "--", CANCEL_JOB)
+    checkpoint, train_log = workdir / f"{CANCEL_JOB}.checkpoint.pt", train_log_of(workdir, CANCEL_JOB)
+    stopped = {}
+    for case, stop in STOPS.items():
+        fresh(workdir, CANCEL_JOB)
+        since, log = now(), args.workdir / f"stop-{case.replace(' ', '-')}.log"
+        with open(log, "w") as out:
+            process = subprocess.Popen(command, cwd=REPO, env=environment(), stdout=out, stderr=subprocess.STDOUT)
+            job = running_train_job() if wait_for_file(checkpoint, process, 900) else None
+            if job:
+                subprocess.run(stop(job), env=environment(), check=True)
+            iteration, signal_name = checkpointed(train_log, process) if job else (None, None)
+            try:
+                rc = process.wait(timeout=3 * NOTICE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGINT)
+                rc = process.wait()
+        text = train_log.read_text() if train_log.exists() else ""
+        resumed = [int(line.rsplit("at iteration ", 1)[1]) for line in text.splitlines() if "resumed from" in line]
+        attempts = [f"{j['JobID']} {j['State']}" for j in sacct(since, "JobID", "State", "Comment")
+                    if j["Comment"].startswith("rule_train")]
+        stopped[case] = run_metrics(workdir, CANCEL_JOB)
+        statuses = [m.get("status") for m in stopped[case].values()]
+        checks.measured[f"stop {case}"] = {"slurm_job": job, "checkpointed_at": iteration, "signal": signal_name,
+                                           "resumed_at": resumed, "slurm_jobs": attempts, "rc": rc}
+        checks.check(f"stop ({case}): checkpointed on SIGTERM, ran again, resumed at the next iteration, runs ok",
+                     job is not None and iteration is not None and signal_name == "SIGTERM" and rc == 0
+                     and resumed[-1:] == [iteration + 1] and len(statuses) == 2 and all(s == "ok" for s in statuses),
+                     f"SLURM job {job}; checkpointed at iteration {iteration} on {signal_name}; resumed at {resumed}; "
+                     f"rc {rc}; SLURM jobs {attempts}; statuses {statuses}; log {log}")
+
+    fresh(workdir, CANCEL_JOB)  # the same job uninterrupted, locally: the same pretrained inputs, the same CPU
+    local = snakemake_command(workdir, args.mirror, str(workdir / "faults.yaml"), "--config", f"mirror={args.mirror}",
+                              "device=cpu", "--", CANCEL_JOB, slurm=False)
+    rc, seconds = run_logged(local, args.workdir / "uninterrupted.log")
+    whole = run_metrics(workdir, CANCEL_JOB)
+    for case, metrics in stopped.items():
+        gaps = [abs(metrics[split][key] - whole[split][key]) / max(abs(whole[split][key]), 1.0)
+                for split in whole if split in metrics for key in ("rmse", "test_ll")]
+        same = rc == 0 and len(gaps) == 2 * len(whole) == 4 and max(gaps) <= TOLERANCE
+        checks.measured[f"stop {case}"]["largest_relative_difference"] = max(gaps, default=None)
+        checks.measured[f"stop {case}"]["bit_identical"] = bool(gaps) and max(gaps) == 0.0
+        checks.check(f"stop ({case}): rmse and test_ll equal the uninterrupted run's within {TOLERANCE:g}", same,
+                     f"largest relative difference {max(gaps, default=float('nan')):.3g}; uninterrupted rc {rc}, "
+                     f"{seconds:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "gpstudy-slurm-check")
     parser.add_argument("--skip-study", action="store_true", help="only the faults")
     parser.add_argument("--skip-faults", action="store_true", help="only the study")
+    parser.add_argument("--skip-cancel", action="store_true", help="of the faults, only the stops (3); reuses the "
+                        "data and pretraining a check before left in the work folder")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the cluster running")
     args = parser.parse_args(argv)
     args.mirror = str(Path(args.mirror).resolve())
@@ -333,8 +415,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_study:
             study(args, checks)
         if not args.skip_faults:
-            fault_cancel(args, checks)
-            fault_timeout(args, checks)
+            if not args.skip_cancel:
+                fault_cancel(args, checks)
+            fault_stops(args, checks)
     finally:
         if not args.keep_cluster:
             subprocess.run([str(CLUSTER), "down"], check=False)
