@@ -181,11 +181,13 @@ class CostCount(TorchDispatchMode):
 
     def _count(self, func, args, kwargs, out) -> None:
         packet = func.overloadpacket
+        functional = getattr(aten, packet.__name__.removesuffix("_"), packet)  # baddbmm_ -> baddbmm
+        packet = functional if functional in flop_registry else packet
         if packet in FACTORIZATIONS:
             self.costs.host["factorization"] += 1
             self.costs.factorization_flops[FACTORIZATIONS[packet]] += flop_registry[packet](*args, **kwargs,
                                                                                             out_val=out)
-        elif packet in flop_registry:
+        elif packet in flop_registry:  # baddbmm_ too: the GEMM reads and writes its C itself
             self.costs.host["product"] += 1
             self.costs.product_flops += flop_registry[packet](*args, **kwargs, out_val=out)
         elif func.is_view or packet in METADATA:

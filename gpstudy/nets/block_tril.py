@@ -29,37 +29,45 @@ def _block_edges(size: int, blocks: int) -> list[int]:
 
 
 class _LeftProduct(torch.autograd.Function):
-    """Phi L from Phi ``[..., n, K]`` and L's blocks, with a backward that writes Phi's gradient once."""
+    """Phi L from Phi ``[B, n, K]`` and L's blocks ``[B, ., .]``, with every product written, or accumulated
+    (``baddbmm_``, beta = 1), straight into its columns of the result or of Phi's gradient: no elementwise
+    pass over ``[B, n, K]`` (no sum of two products, concatenation, zero fill or read-modify-write of a slice)."""
 
     @staticmethod
     def forward(ctx, edges: list[int], phi: Tensor, *blocks: Tensor) -> Tensor:
         diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1:]
-        columns = []
+        product = phi.new_empty(phi.shape)
         for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
-            column = phi[..., start:stop] @ diagonal[j]
+            column = product[..., start:stop]
+            torch.bmm(phi[..., start:stop], diagonal[j], out=column)
             if stop < edges[-1]:
-                column = column + phi[..., stop:] @ below[j]
-            columns.append(column)
+                column.baddbmm_(phi[..., stop:], below[j])
         ctx.edges = edges
         ctx.save_for_backward(phi, *blocks)
-        return torch.cat(columns, dim=-1)
+        return product
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
         edges = ctx.edges
         phi, *blocks = ctx.saved_tensors
         diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1:]
-        grad_phi = torch.zeros_like(phi) if ctx.needs_input_grad[1] else None
+        grad_phi = phi.new_empty(phi.shape) if ctx.needs_input_grad[1] else None
         grad_diagonal, grad_below = [], []
         for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
             column_grad = grad[..., start:stop]
             grad_diagonal.append(phi[..., start:stop].mT @ column_grad)
-            if grad_phi is not None:
-                grad_phi[..., start:stop] += column_grad @ diagonal[j].mT
             if stop < edges[-1]:
                 grad_below.append(phi[..., stop:].mT @ column_grad)
-                if grad_phi is not None:
-                    grad_phi[..., stop:] += column_grad @ below[j].mT
+            if grad_phi is not None:  # block 0 writes every column of it (its D_0 and R_0 span them all)
+                if j == 0:
+                    torch.bmm(column_grad, diagonal[j].mT, out=grad_phi[..., start:stop])
+                else:
+                    grad_phi[..., start:stop].baddbmm_(column_grad, diagonal[j].mT)
+                if stop < edges[-1]:
+                    if j == 0:
+                        torch.bmm(column_grad, below[j].mT, out=grad_phi[..., stop:])
+                    else:
+                        grad_phi[..., stop:].baddbmm_(column_grad, below[j].mT)
         return None, grad_phi, *grad_diagonal, *grad_below
 
 
@@ -93,9 +101,12 @@ class BlockTril(nn.Module):
         """Phi L ``[*batch_shape, n, K]`` for Phi ``[*batch_shape, n, K]`` (unbatched L: any ``[..., n, K]``), in
         Phi's dtype (L's blocks cast to it: mixed precision)."""
         blocks = [block.to(phi.dtype) for block in (*self.diagonal_blocks(), *self.below_blocks)]
-        rows = phi.reshape(-1, self.size) if blocks[0].ndim == 2 else phi  # unbatched: one [n, K] product
-        product = _LeftProduct.apply(self.edges, rows, *blocks)
-        return product.reshape(phi.shape)
+        if blocks[0].ndim == 2:  # unbatched: one [n, K] product, as a batch of one
+            rows, blocks = phi.reshape(1, -1, self.size), [block.unsqueeze(0) for block in blocks]
+        else:  # [*batch_shape, n, K] as [B, n, K]
+            rows = phi.reshape(-1, *phi.shape[-2:])
+            blocks = [block.reshape(-1, *block.shape[-2:]) for block in blocks]
+        return _LeftProduct.apply(self.edges, rows, *blocks).reshape(phi.shape)
 
     def dense(self) -> Tensor:
         """L as one ``[*batch_shape, K, K]`` matrix (zeros above the diagonal)."""
