@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpstudy.kernels.features import FourierFeatures
 from gpstudy.nets.block_tril import BlockTril, _LeftProduct
 from gpstudy.optim import adam
 
@@ -115,3 +116,13 @@ def test_block_tril_product_moves_no_bytes_outside_its_products(blocks):
     costs = costs_of(product)
     assert costs.host["product"] >= 3 * blocks
     assert costs.bytes <= phi.numel() * 8 + 64  # only the test's own sum (one read of [3, 50, 64]) and scalars
+
+
+def test_fourier_features_move_at_most_eight_passes_over_the_features():
+    """cos and sin into one output and its scaling (4 passes of the features' size), their gradient from it
+    (3.5); before issue 39's item 4: cos, sin, cat and the product (6), and seven operators backward (9.5)."""
+    projection = torch.empty(3, 50, 64, **META, requires_grad=True)
+    variance = torch.ones(3, **META)
+    costs = costs_of(lambda: FourierFeatures()(projection, variance).sum().backward())
+    feature_bytes = 3 * 50 * 128 * 8
+    assert 7.5 * feature_bytes < costs.bytes <= 8.5 * feature_bytes  # with the test's sum (1 pass)
