@@ -102,20 +102,23 @@ def test_the_rate_sets_are_ordered_from_optimistic_to_pessimistic():
 
 
 @pytest.mark.parametrize("blocks", [1, 4])
-def test_block_tril_product_moves_no_bytes_outside_its_products(blocks):
-    """Its product and backward write into the result's and the gradient's columns (before issue 39's item 4:
-    an add of two products, a concatenation, a zero fill and read-modify-writes of slices, about 5 passes
-    over [splits, n, K] each way)."""
+@pytest.mark.parametrize("with_vector", [False, True])
+def test_block_tril_product_moves_no_bytes_outside_its_products(blocks, with_vector):
+    """Its product (with Phi v beside it: RFE's mean) and backward write into the result's and the gradient's
+    columns (before issue 39's item 4: an add of two products, a concatenation, a zero fill, read-modify-writes
+    of slices and the sum of Phi's two gradients, about 5 passes over [splits, n, K] each way)."""
     factor = BlockTril(64, 1.0, torch.zeros((), **META), (3,), blocks)
     phi = torch.empty(3, 50, 64, **META, requires_grad=True)
+    vector = torch.empty(3, 64, 1, **META, requires_grad=True) if with_vector else None
     blocks_ = [block.detach() for block in (*factor.diagonal_blocks(), *factor.below_blocks)]
 
-    def product():
-        _LeftProduct.apply(factor.edges, phi, *blocks_).sum().backward()
+    def products():
+        outputs = _LeftProduct.apply(factor.edges, phi, vector, *blocks_)
+        (outputs[0].sum() + outputs[1].sum() if with_vector else outputs.sum()).backward()
 
-    costs = costs_of(product)
+    costs = costs_of(products)
     assert costs.host["product"] >= 3 * blocks
-    assert costs.bytes <= phi.numel() * 8 + 64  # only the test's own sum (one read of [3, 50, 64]) and scalars
+    assert costs.bytes <= (phi.numel() + 3 * 50) * 8 + 128  # only the test's own sums (one read each) and scalars
 
 
 def test_fourier_features_move_at_most_eight_passes_over_the_features():
