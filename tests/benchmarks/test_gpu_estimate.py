@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpstudy.kernels import RBF
 from gpstudy.kernels.features import FourierFeatures
 from gpstudy.nets.block_tril import BlockTril, _LeftProduct
 from gpstudy.optim import adam
@@ -129,3 +130,12 @@ def test_fourier_features_move_at_most_eight_passes_over_the_features():
     costs = costs_of(lambda: FourierFeatures()(projection, variance).sum().backward())
     feature_bytes = 3 * 50 * 128 * 8
     assert 7.5 * feature_bytes < costs.bytes <= 8.5 * feature_bytes  # with the test's sum (1 pass)
+
+
+def test_the_rbf_kernel_moves_eight_passes_over_its_matrix():
+    """Two in-place subtractions from the product, the exponential, the variance (before issue 39's item 4:
+    the sum of squared norms, 2 a b^T, the difference, its clamp, -r2 / 2, the exponential, the variance: 14)."""
+    kernel = RBF(3, batch_shape=(2,)).to("meta")
+    x1, x2 = torch.empty(2, 60, 3, **META), torch.empty(2, 40, 3, **META)
+    matrix_bytes = 2 * 60 * 40 * 8
+    assert 8 * matrix_bytes < costs_of(lambda: kernel.K(x1, x2)).bytes < 9 * matrix_bytes
