@@ -56,19 +56,14 @@ class FourierFeatures(FeatureMap):
 
 
 class _ScaledCosSin(torch.autograd.Function):
-    """scale [cos p, sin p] with cos and sin written into the halves of one output, scaled in place, and a
-    backward from that output alone (d/dp of scale cos p is -scale sin p, the other half): three passes
-    over the features each way instead of cos, sin, concatenation and product forward and seven backward
-    (issue 39, item 4). ``scale`` ``[*batch, 1, 1]`` is positive (its gradient divides by it)."""
+    """scale [cos p, sin p], with a backward from that output alone (d/dp of scale cos p is -scale sin p, the
+    other half): 3.5 passes over the features backward instead of the 9.5 of autograd's chain through the
+    product, concatenation, sine and cosine (issue 39, item 4). ``scale`` ``[*batch, 1, 1]`` is positive
+    (its gradient divides by it)."""
 
     @staticmethod
     def forward(ctx, projection: Tensor, scale: Tensor) -> Tensor:
-        shape = torch.broadcast_shapes(projection.shape, scale.shape)
-        count = shape[-1]
-        features = projection.new_empty((*shape[:-1], 2 * count))
-        torch.cos(projection.expand(shape), out=features[..., :count])
-        torch.sin(projection.expand(shape), out=features[..., count:])
-        features.mul_(scale)
+        features = scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
         ctx.save_for_backward(features, scale)
         ctx.projection_shape = projection.shape
         return features

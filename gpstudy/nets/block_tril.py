@@ -29,11 +29,9 @@ def _block_edges(size: int, blocks: int) -> list[int]:
 
 
 def _product_into(target: Tensor, a: Tensor, b: Tensor, accumulate: bool) -> None:
-    """target = a @ b, or target += a @ b with ``accumulate`` (the GEMM's beta = 1), written in place."""
-    if accumulate:
-        target.baddbmm_(a, b)
-    else:
-        torch.bmm(a, b, out=target)
+    """target = a @ b, or target += a @ b with ``accumulate``, written in place by the GEMM (beta 0: target's
+    old values, uninitialized memory, are not read; not ``out=``, which torch.compile refuses into a slice)."""
+    target.baddbmm_(a, b, beta=1 if accumulate else 0)
 
 
 class _LeftProduct(torch.autograd.Function):
