@@ -37,10 +37,8 @@ def megabytes(value: int | None, device: torch.device) -> str:
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown table; ``|`` inside a cell escaped."""
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
-    return [line(header), line(["---"] * len(header)), *map(line, rows), ""]
+    """The lines of a Markdown table (``gpu_estimate.table``) and an empty one after it."""
+    return [*gpu_estimate.table(header, rows, markdown=True).splitlines(), ""]
 
 
 def probe_section(checks: list[check.ProbeCheck], device: torch.device, warmup: int, steps: int) -> list[str]:

@@ -303,9 +303,11 @@ def estimate(costs: Costs, rates: Rates) -> Estimate:
 
 
 def table(header: list[str], rows: list[list], markdown: bool) -> str:
-    """Aligned columns, or a Markdown table (first column left-aligned, the rest right-aligned)."""
+    """Aligned columns, or a Markdown table (first column left-aligned, the rest right-aligned; ``|`` inside
+    a cell escaped)."""
     cells = [[str(cell) for cell in row] for row in [header, *rows]]
     if markdown:
+        cells = [[cell.replace("|", "\\|") for cell in row] for row in cells]
         lines = ["| " + " | ".join(row) + " |" for row in cells]
         lines.insert(1, "| --- | " + " | ".join("---:" for _ in header[1:]) + " |")
         return "\n".join(lines)
@@ -346,9 +348,7 @@ def main() -> None:
                          *(f"{costs.factorization_flops[kind] / 1e9:.1f}" for kind in KINDS),
                          f"{costs.bytes / 1e9:.2f}", costs.launches, costs.views, f"{costs.syncs:.1f}",
                          *(f"{time.iteration * 1e3:.2f}" for time in times.values()),
-                         f"{times[next(iter(times))].iteration * args.iterations / 60:.1f}"
-                         + "".join(f" / {time.iteration * args.iterations / 60:.1f}" for time in
-                                   list(times.values())[1:])])
+                         " / ".join(f"{time.iteration * args.iterations / 60:.1f}" for time in times.values())])
             if args.top:
                 tops.append((f"{method} M{M}", costs.bytes, sites.most_common(args.top)))
             print(f"{method} M{M} counted", file=sys.stderr, flush=True)
