@@ -115,11 +115,10 @@ class BlockTril(nn.Module):
 
     def _products(self, phi: Tensor, vector: Tensor | None):
         blocks = [block.to(phi.dtype) for block in (*self.diagonal_blocks(), *self.below_blocks)]
-        if blocks[0].ndim == 2:  # unbatched: one [n, K] product, as a batch of one
-            rows, blocks = phi.reshape(1, -1, self.size), [block.unsqueeze(0) for block in blocks]
+        if blocks[0].ndim == 2:  # unbatched: one [n, K] product, as a batch of one (n may be 0)
+            rows, blocks = phi.reshape(1, phi.shape[:-1].numel(), self.size), [block.unsqueeze(0) for block in blocks]
         else:  # [*batch_shape, n, K] as [B, n, K]
-            rows = phi.reshape(-1, *phi.shape[-2:])
-            blocks = [block.reshape(-1, *block.shape[-2:]) for block in blocks]
+            rows, blocks = phi.flatten(0, -3), [block.flatten(0, -3) for block in blocks]
         if vector is None:
             return _LeftProduct.apply(self.edges, rows, None, *blocks).reshape(phi.shape)
         column = vector.reshape(rows.shape[0], self.size, 1)

@@ -33,7 +33,7 @@ def test_dense_form_is_lower_triangular_with_positive_diagonal(blocks):
 
 
 @pytest.mark.parametrize("batch_shape, phi_shape", [((), (7, 10)), ((), (2, 7, 10)), ((3,), (3, 7, 10)),
-                                                     ((2, 3), (2, 3, 7, 10))])
+                                                     ((2, 3), (2, 3, 7, 10)), ((3,), (3, 0, 10)), ((), (0, 10))])
 @pytest.mark.parametrize("blocks", [1, 3, 4])
 @pytest.mark.parametrize("with_vector", [False, True])
 def test_product_and_its_gradients_match_the_dense_product(blocks, batch_shape, phi_shape, with_vector):
