@@ -9,7 +9,8 @@ and open an issue with the ``gpu_report.md`` it writes attached. It reports (1) 
 (``gpstudy.training.probes``: each method and config variant on a small problem) trained for a few
 warm-up iterations, then more under ``torch.cuda.set_sync_debug_mode("error")`` (any host
 synchronisation but the step's deliberate one raises), with its peak CUDA memory; (3) ``speed.py``'s
-rows for svgp, gpnet and fbnn at M 100 and 500 for 1 and 20 splits, with peak memory; (4) a batched
+rows for svgp, gpnet and fbnn at M 100 and 500 for 1 and 20 splits, with peak memory, each beside
+``gpu_estimate.py``'s estimate of it under each rate set (so that the report calibrates the rates); (4) a batched
 Cholesky factor of 20 x 1000 x 1000 float64 under cuSOLVER and under MAGMA, and whether they agree;
 (5) a summary. A failure of one check is recorded in the report, never fatal.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+import gpu_estimate  # benchmarks/gpu_estimate.py, beside this script
 import speed  # benchmarks/speed.py, beside this script
 from gpstudy import device_check as check
 from gpstudy.io import atomic_path
@@ -35,10 +37,8 @@ def megabytes(value: int | None, device: torch.device) -> str:
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown table; ``|`` inside a cell escaped."""
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
-    return [line(header), line(["---"] * len(header)), *map(line, rows), ""]
+    """The lines of a Markdown table (``gpu_estimate.table``) and an empty one after it."""
+    return [*gpu_estimate.table(header, rows, markdown=True).splitlines(), ""]
 
 
 def probe_section(checks: list[check.ProbeCheck], device: torch.device, warmup: int, steps: int) -> list[str]:
@@ -57,6 +57,15 @@ def probe_section(checks: list[check.ProbeCheck], device: torch.device, warmup: 
                     "peak MiB", "error"], rows)]
 
 
+def estimated(method: str, M: int, splits: int) -> list[str]:
+    """``gpu_estimate.py``'s seconds per iteration of a row under each rate set (an H100's), and its
+    GPU-busy and host seconds under the central set."""
+    times = {name: gpu_estimate.estimate(gpu_estimate.counts(method, M, splits)[0], rates)
+             for name, rates in gpu_estimate.RATE_SETS.items()}
+    return [" / ".join(f"{time.iteration:.4f}" for time in times.values()),
+            f"{times['central'].gpu:.4f}", f"{times['central'].host:.4f}"]
+
+
 def speed_section(args, device: torch.device, iterations: int, size: int) -> tuple[list[str], list[bool]]:
     rows, ran = [], []
     for method in args.speed_methods:
@@ -65,18 +74,23 @@ def speed_section(args, device: torch.device, iterations: int, size: int) -> tup
                 check.reset_peak_memory(device)
                 try:
                     row = speed.measure(method, M, size, splits, iterations, device)
-                    rows.append([method, M, splits, f"{row['seconds']:.4f}", f"{row['flops'] / 1e9:.2f}",
-                                 f"{row['flops'] / row['seconds'] / 1e9:.1f}", row["operators"],
-                                 megabytes(check.peak_memory(device), device), ""])
+                    rows.append([method, M, splits, f"{row['seconds']:.4f}", *estimated(method, M, splits),
+                                 f"{row['flops'] / 1e9:.2f}", f"{row['flops'] / row['seconds'] / 1e9:.1f}",
+                                 row["operators"], megabytes(check.peak_memory(device), device), ""])
                     ran.append(True)
                 except Exception as error:  # recorded, not fatal
-                    rows.append([method, M, splits, "", "", "", "", megabytes(check.peak_memory(device), device),
-                                 check.describe(error)])
+                    rows.append([method, M, splits, "", "", "", "", "", "", "",
+                                 megabytes(check.peak_memory(device), device), check.describe(error)])
                     ran.append(False)
                 print(f"speed {method} M {M} splits {splits}: {'done' if ran[-1] else 'FAILED'}", flush=True)
+    sets = " / ".join(gpu_estimate.RATE_SETS)
     return [f"## 3. speed.py rows (N {size}, batch {speed.BATCH}, D {speed.D}, RFE {speed.HIDDEN} units, "
             f"float64; {iterations} timed iteration(s) after one warm-up)", "",
-            *table(["method", "M", "splits", "s/it", "GFLOP/it", "GFLOP/s", "ops/it", "peak MiB", "error"], rows)], ran
+            f"Beside each measured s/it, benchmarks/gpu_estimate.py's estimate for an H100 SXM from the row's "
+            f"counts on meta, under its {sets} rate sets, and the central set's GPU-busy and host seconds: "
+            f"where they differ from the measurement, the rates are what to correct.", "",
+            *table(["method", "M", "splits", "s/it", f"estimated s/it ({sets})", "estimated GPU s/it",
+                    "estimated host s/it", "GFLOP/it", "GFLOP/s", "ops/it", "peak MiB", "error"], rows)], ran
 
 
 def cholesky_section(rows: list[check.CholeskyTiming], batch: int, size: int) -> list[str]:

@@ -1,55 +1,249 @@
-"""An estimate of the UCI study's training time on one GPU, from FLOPs and operators counted without one.
+"""An estimate of the UCI study's training time on one GPU, from what one iteration costs, counted without one.
 
 Each (method, M) of ``experiments.uci`` is built at the study's sizes (20 splits as one batch, batch 500,
-RFE with 1000 hidden units, float64) on synthetic data, moved to the ``meta`` device, and one training
-iteration is run there under ``torch.utils.flop_counter`` (matrix products apart from factorizations and
-triangular solves, with ``benchmarks/speed.py``'s formulas) and an operator count; host
-synchronisations are counted on the CPU (``gpstudy.host_sync``). The model, whose rates are arguments:
+RFE with 1000 hidden units, float64) on synthetic data, moved to the ``meta`` device (shapes and dtypes,
+no values), and one training iteration is run there under :class:`CostCount`, which sorts every aten
+operator dispatched into one kind and counts what it costs:
 
-    GPU time  = product FLOPs / product rate + factorization FLOPs / factorization rate
-    host time = operators x seconds per operator (eager PyTorch's dispatch and launch)
+- **product**: an operator with a formula in ``torch.utils.flop_counter`` (mm, bmm, addmm, baddbmm):
+  its FLOPs (matrix-vector products have none there and are memory-bound below);
+- **factorization** by kind, with ``benchmarks/speed.py``'s formulas: ``potrf`` (``linalg.cholesky_ex``,
+  n^3/3), ``trsm`` (``linalg.solve_triangular``, n^2 k), ``potrs`` (``cholesky_solve`` with k right-hand
+  sides, 2 n^2 k), ``inverse`` (``cholesky_inverse``, 2 n^3: CUDA solves the identity);
+- **memory-bound**: every other operator that runs a kernel, with the bytes a CUDA kernel would read
+  and write: each tensor argument it reads, at the number of distinct elements its strides reach (an
+  expanded, stride-0 dimension is read once, broadcasting from cache), plus each tensor it writes (a
+  fresh output, or an argument written in place; ``copy_``, ``fill_``, ``zero_`` and the random fills
+  write without reading theirs), at element size x elements. Gathers (``index``, ``index_select``,
+  ``gather``) read as many elements of their source as they write, not the whole source;
+- **view** (the schema returns an alias: ``view``, ``expand``, ``transpose``, ``detach``, ...) and
+  **allocation** (``empty``, ``empty_like``, ...): no kernel and no bytes, host time only;
+- **adam**: the optimizer's step is counted as PyTorch's fused CUDA Adam (``gpstudy.optim.adam``: fused
+  on CUDA) instead of the per-tensor operators it runs on ``meta``: per parameter group and dtype one
+  ``_foreach_add_`` of the step counts and one ``_fused_adam_`` that reads parameter, gradient and both
+  moments and writes parameter and moments (7 x the parameters' bytes).
+
+Host synchronisations are counted on the CPU (``gpstudy.host_sync``) at a small size (they do not depend
+on it). The model, whose rates (:class:`Rates`) are arguments:
+
+    GPU time  = product FLOPs / product rate + sum over kinds of factorization FLOPs / that kind's rate
+                + memory-bound bytes / memory bandwidth
+    host time = launches (products, factorizations, memory-bound, adam) x seconds per launch
+                + (views + allocations) x seconds per view
     iteration = max(GPU, host) + syncs x sync latency   with at most one sync: the host runs ahead
               = GPU + host + syncs x sync latency        with more: each sync exposes the host's launches
 
-    python benchmarks/gpu_estimate.py [--product-tflops 40] [--factorization-tflops 8] [--operator-us 6]
+Not modelled: a kernel's minimum duration on the GPU (a few us; below the host's time per launch, so
+it matters only where the GPU is busy anyway), the several kernels a cuSOLVER or MAGMA factorization
+launches, caches between kernels (every memory-bound operator reads and writes HBM).
 
-The defaults are assumptions for an H100 SXM (FP64 tensor cores 67 TFLOP/s peak; batched Cholesky
-and triangular solves of 500-1500 reach a fraction of it), not measurements: nothing here has run on
-a GPU. ``benchmarks/gpu_check.py`` measures the real numbers on one.
+    python benchmarks/gpu_estimate.py [--sets optimistic central pessimistic] [--markdown] [--top 15]
+                                      [--product-tflops 45 --potrf-tflops 2 ...: a custom set]
+
+Rate sets (H100 SXM, float64; :data:`RATE_SETS`), and where each number comes from:
+
+- products: FP64 tensor-core peak 66.9 TFLOP/s (NVIDIA's H100 specification, as tabled at
+  glennklockwood.com/garden/processors/h100, which also gives 55-59 TFLOP/s per H100 in HPL, a large
+  GEMM-bound run); batched products of 500-2000 reach less: 60 / 45 / 30 TFLOP/s (assumed).
+- potrf: 4 / 2 / 1 TFLOP/s, the range issue 39 gives for published cuSOLVER batched Cholesky timings of
+  20 matrices of 600-1000 (not found by us in a primary source: the cuSOLVER, cuSolverDx and MAGMA
+  pages we could search give no rates at these sizes).
+- trsm: 20 / 10 / 4 TFLOP/s, assumed (cuBLAS triangular solves with many right-hand sides are
+  GEMM-rich; no published batched rate at these sizes found).
+- potrs and inverse: 10 / 5 / 2 TFLOP/s, assumed; PyTorch's CUDA ``cholesky_inverse`` is a
+  ``cholesky_solve`` of the identity, so both run the same two triangular solves, through cuSOLVER's
+  or MAGMA's potrs rather than cuBLAS's trsm.
+- memory bandwidth: HBM3 peak 3.35 TB/s (NVIDIA's specification); 3.0 / 2.4 / 1.7 TB/s achieved (a
+  coalesced read reaches about 2.8 TB/s, irregular ones 1.4-1.9: mikamirai.com/blog/gpu-memory-bandwidth;
+  2.4 is issue 39's).
+- host: 4 / 6 / 10 us per launch and 1 / 2 / 3 us per view or allocation: PyTorch's CPU-side path from
+  Python to a launched kernel is about 5-25 us, the dispatch alone without a launch a few us
+  (jiahuanglin.xyz/all_lessons/gpu_kernel_serving/18_pytorch_to_kernel.html); eager gpstudy operators
+  are small (no Python module per operator), so the low end.
+- sync latency: 10 / 20 / 50 us, assumed.
+
+None of these has been measured by the project: ``benchmarks/gpu_check.py`` measures the rows on a GPU
+beside this estimate, so that its first report calibrates the rates.
 """
 
 import argparse
 import sys
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speed  # noqa: E402  (its FLOP formulas register on import)
 
-from gpstudy.host_sync import HostSyncCounter  # noqa: E402
+from gpstudy.host_sync import HostSyncCounter, in_package, place  # noqa: E402
 from gpstudy.optim import adam  # noqa: E402
 from gpstudy.training.fit import BatchSampler, train_iteration  # noqa: E402
 
-FACTORIZATIONS = {"linalg_cholesky_ex", "linalg_solve_triangular", "cholesky_inverse", "cholesky_solve"}
+aten = torch.ops.aten
+FACTORIZATIONS = {aten.linalg_cholesky_ex: "potrf", aten.linalg_solve_triangular: "trsm",
+                  aten.cholesky_solve: "potrs", aten.cholesky_inverse: "inverse"}
+KINDS = tuple(dict.fromkeys(FACTORIZATIONS.values()))  # potrf, trsm, potrs, inverse
+OVERWRITE = {aten.copy_, aten.fill_, aten.zero_, aten.normal_, aten.uniform_, aten.bernoulli_, aten.random_,
+             aten.exponential_}  # in-place operators that write their argument without reading it
+GATHERS = {aten.index, aten.index_select, aten.gather}  # read as many source elements as they write
+ALLOCATIONS = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
+METADATA = {aten._unsafe_view, aten._reshape_alias}  # no alias in their schema, but views all the same
 SPLITS, N = 20, 1000  # the batch of one job; N only has to exceed the minibatch (the step does not grow with N)
 
 
-def counts(method_name: str, M: int, device: torch.device) -> dict:
-    """Product FLOPs, factorization FLOPs and operators of one iteration on ``device`` (after a warm-up)."""
-    method, x, y, generators = speed.build(method_name, M, N, SPLITS, torch.device("cpu"))
+def _bytes_read(tensor: torch.Tensor) -> int:
+    """Bytes of the distinct elements a kernel reading ``tensor`` touches (stride-0 dimensions once)."""
+    elements = 1
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        elements *= size if stride != 0 else 1
+    return elements * tensor.element_size()
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
+
+
+def _site() -> str:
+    """Where an operator is dispatched: the backward node running it ("backward of MulBackward0"), else
+    file:line of the innermost gpstudy frame."""
+    node = torch._C._current_autograd_node()
+    if node is not None:
+        return f"backward of {node.name()}"
+    ours = [frame for frame in traceback.extract_stack() if in_package(frame)]
+    return place(ours[-1]) if ours else "outside gpstudy"
+
+
+@dataclass
+class Costs:
+    """What one iteration costs: FLOPs of products and of factorizations by kind, bytes of memory-bound
+    operators, operators by kind (``host``), and host synchronisations."""
+
+    product_flops: int = 0
+    factorization_flops: Counter = field(default_factory=Counter)  # kind -> FLOPs
+    bytes: int = 0
+    host: Counter = field(default_factory=Counter)  # product, factorization, memory, adam, view, allocation
+    syncs: float = 0.0
+
+    @property
+    def launches(self) -> int:
+        """Operators that launch a kernel on CUDA."""
+        return self.host["product"] + self.host["factorization"] + self.host["memory"] + self.host["adam"]
+
+    @property
+    def views(self) -> int:
+        """Operators that only dispatch (views and allocations)."""
+        return self.host["view"] + self.host["allocation"]
+
+
+class CostCount(TorchDispatchMode):
+    """Counts the :class:`Costs` of the operators dispatched inside it (see the module's docstring);
+    with ``by_site`` also the memory-bound bytes per (operator, shape of its first input, gpstudy
+    file:line), in ``sites``. An optimizer watched by :meth:`watch` is counted as fused CUDA Adam."""
+
+    def __init__(self, by_site: bool = False):
+        super().__init__()
+        self.costs = Costs()
+        self.by_site = by_site
+        self.sites: Counter = Counter()
+        self._in_optimizer = False
+
+    def watch(self, optimizer: torch.optim.Optimizer) -> None:
+        """Count ``optimizer``'s steps as fused CUDA Adam instead of the operators they dispatch."""
+        def before(optimizer, args, kwargs):
+            self._in_optimizer = True
+            for group in optimizer.param_groups:
+                by_dtype = Counter()
+                for parameter in group["params"]:
+                    if parameter.grad is not None:
+                        by_dtype[parameter.dtype] += parameter.numel() * parameter.element_size()
+                for parameter_bytes in by_dtype.values():
+                    self.costs.host["adam"] += 2  # _foreach_add_ of the step counts, _fused_adam_
+                    self.costs.bytes += 7 * parameter_bytes
+
+        def after(optimizer, args, kwargs):
+            self._in_optimizer = False
+
+        optimizer.register_step_pre_hook(before)
+        optimizer.register_step_post_hook(after)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not self._in_optimizer and func.namespace == "aten":  # not the profiler's markers
+            self._count(func, args, kwargs, out)
+        return out
+
+    def _count(self, func, args, kwargs, out) -> None:
+        packet = func.overloadpacket
+        functional = getattr(aten, packet.__name__.removesuffix("_"), packet)  # baddbmm_ -> baddbmm
+        packet = functional if functional in flop_registry else packet
+        if packet in FACTORIZATIONS:
+            self.costs.host["factorization"] += 1
+            self.costs.factorization_flops[FACTORIZATIONS[packet]] += flop_registry[packet](*args, **kwargs,
+                                                                                            out_val=out)
+        elif packet in flop_registry:  # baddbmm_ too: the GEMM reads and writes its C itself
+            self.costs.host["product"] += 1
+            self.costs.product_flops += flop_registry[packet](*args, **kwargs, out_val=out)
+        elif func.is_view or packet in METADATA:
+            self.costs.host["view"] += 1
+        elif packet in ALLOCATIONS:
+            self.costs.host["allocation"] += 1
+        else:
+            self.costs.host["memory"] += 1
+            moved = self._bytes(func, args, kwargs, out)
+            self.costs.bytes += moved
+            if self.by_site:
+                first = next(iter(_tensors(args)), None)
+                shape = list(first.shape) if first is not None else []
+                self.sites[(str(packet).removeprefix("aten."), str(shape), _site())] += moved
+
+    @staticmethod
+    def _bytes(func, args, kwargs, out) -> int:
+        """Bytes read and written by one memory-bound operator (the module's docstring says which)."""
+        schema = func._schema
+        written, read = [], []
+        bound = dict(zip((argument.name for argument in schema.arguments), args)) | kwargs
+        for argument in schema.arguments:
+            tensors = _tensors(bound.get(argument.name))
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                written += tensors
+                if not argument.kwarg_only and func.overloadpacket not in OVERWRITE:
+                    read += tensors  # in place: read, then written (an ``out=`` argument is only written)
+            else:
+                read += tensors
+        values = (out,) if len(schema.returns) == 1 else out or ()
+        for value, returned in zip(values, schema.returns):
+            if returned.alias_info is None:  # a fresh output (an aliased one is an argument written above)
+                written += _tensors(value)
+        write_bytes = sum(tensor.numel() * tensor.element_size() for tensor in written)
+        if func.overloadpacket in GATHERS:  # the source as much as it writes, and the indices
+            source, *indices = read
+            return 2 * write_bytes + sum(_bytes_read(index) for index in indices if index is not source)
+        return sum(_bytes_read(tensor) for tensor in read) + write_bytes
+
+
+def counts(method_name: str, M: int, splits: int = SPLITS, by_site: bool = False) -> tuple[Costs, Counter]:
+    """The :class:`Costs` of one training iteration of ``method_name`` at M inducing points and ``splits``
+    splits on ``meta`` (after a warm-up iteration), syncs counted on the CPU; with ``by_site`` the
+    memory-bound bytes per operator and site (:class:`CostCount`)."""
+    device = torch.device("meta")
+    method, x, y, generators = speed.build(method_name, M, N, splits, torch.device("cpu"))
     method, x, y = method.to(device), x.to(device), y.to(device)
     optimizer = adam(method.adam_parameters(), 0.003, device)
     sampler = BatchSampler(N, speed.BATCH, generators, device)
     train_iteration(method, optimizer, sampler, x, y, 1, generators)
-    flops, operators = FlopCounterMode(display=False), speed.OperatorCount()
-    with flops, operators:
+    count = CostCount(by_site)
+    count.watch(optimizer)
+    with count:
         train_iteration(method, optimizer, sampler, x, y, 2, generators)
-    by_operator = {str(op).split(".")[-1]: count for op, count in flops.get_flop_counts()["Global"].items()}
-    factorization = sum(count for name, count in by_operator.items() if name in FACTORIZATIONS)
-    return {"products": sum(by_operator.values()) - factorization, "factorizations": factorization,
-            "operators": sum(operators.counts.values())}
+    count.costs.syncs = syncs(method_name, M)
+    return count.costs, count.sites
 
 
 def syncs(method_name: str, M: int) -> float:
@@ -64,36 +258,112 @@ def syncs(method_name: str, M: int) -> float:
     return len(counter.events) / 3
 
 
+@dataclass(frozen=True)
+class Rates:
+    """What a GPU does per second (module docstring: the sets and their sources)."""
+
+    product_tflops: float  # float64 matrix products
+    potrf_tflops: float  # batched Cholesky factors
+    trsm_tflops: float  # triangular solves
+    potrs_tflops: float  # Cholesky solves with k right-hand sides
+    inverse_tflops: float  # cholesky_inverse
+    bandwidth_tbs: float  # memory bandwidth achieved by memory-bound kernels, TB/s
+    launch_us: float  # host time per operator that launches a kernel
+    view_us: float  # host time per view or allocation (no kernel)
+    sync_us: float  # latency of one host synchronisation
+
+
+RATE_SETS = {  # H100 SXM, float64
+    "optimistic": Rates(60, 4, 20, 10, 10, 3.0, 4, 1, 10),
+    "central": Rates(45, 2, 10, 5, 5, 2.4, 6, 2, 20),
+    "pessimistic": Rates(30, 1, 4, 2, 2, 1.7, 10, 3, 50),
+}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Seconds of one iteration: the GPU's busy time (of which factorizations and memory-bound kernels),
+    the host's, and the iteration's."""
+
+    gpu: float
+    factorizations: float
+    memory: float
+    host: float
+    iteration: float
+
+
+def estimate(costs: Costs, rates: Rates) -> Estimate:
+    """One iteration's seconds under ``rates`` (the model of the module's docstring)."""
+    factorizations = sum(costs.factorization_flops[kind] / (getattr(rates, f"{kind}_tflops") * 1e12) for kind in KINDS)
+    memory = costs.bytes / (rates.bandwidth_tbs * 1e12)
+    gpu = costs.product_flops / (rates.product_tflops * 1e12) + factorizations + memory
+    host = (costs.launches * rates.launch_us + costs.views * rates.view_us) * 1e-6
+    busy = max(gpu, host) if costs.syncs <= 1 else gpu + host
+    return Estimate(gpu, factorizations, memory, host, busy + costs.syncs * rates.sync_us * 1e-6)
+
+
+def table(header: list[str], rows: list[list], markdown: bool) -> str:
+    """Aligned columns, or a Markdown table (first column left-aligned, the rest right-aligned; ``|`` inside
+    a cell escaped)."""
+    cells = [[str(cell) for cell in row] for row in [header, *rows]]
+    if markdown:
+        cells = [[cell.replace("|", "\\|") for cell in row] for row in cells]
+        lines = ["| " + " | ".join(row) + " |" for row in cells]
+        lines.insert(1, "| --- | " + " | ".join("---:" for _ in header[1:]) + " |")
+        return "\n".join(lines)
+    widths = [max(len(row[column]) for row in cells) for column in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) if column == 0 else cell.rjust(width)
+                               for column, (cell, width) in enumerate(zip(row, widths))) for row in cells)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--product-tflops", type=float, default=40.0, help="FP64 matrix products (H100: 67 peak)")
-    parser.add_argument("--factorization-tflops", type=float, default=8.0, help="batched Cholesky and solves")
-    parser.add_argument("--operator-us", type=float, default=6.0, help="host seconds per operator, in us")
-    parser.add_argument("--sync-us", type=float, default=20.0, help="latency of one host synchronisation, in us")
+    parser.add_argument("--sets", nargs="+", choices=sorted(RATE_SETS), default=list(RATE_SETS),
+                        help="rate sets to estimate under")
+    for rate in fields(Rates):
+        parser.add_argument(f"--{rate.name.replace('_', '-')}", type=float,
+                            help=f"a custom set: the central one with this {rate.name} instead")
     parser.add_argument("--iterations", type=int, default=speed.STUDY["training"]["iterations"])
+    parser.add_argument("--markdown", action="store_true", help="Markdown tables (for docs/gpus.md)")
+    parser.add_argument("--top", type=int, default=0,
+                        help="also list, per row, the operators and sites moving the most bytes")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    sets = {name: RATE_SETS[name] for name in args.sets}
+    custom = {rate.name: getattr(args, rate.name) for rate in fields(Rates) if getattr(args, rate.name) is not None}
+    if custom:
+        sets["custom"] = replace(RATE_SETS["central"], **custom)
     uci = speed.STUDY["experiments"]["uci"]
     jobs_per_row = len(uci["datasets"])
     print(f"{SPLITS} splits per job, batch {speed.BATCH}, RFE {speed.HIDDEN}, float64, {args.iterations} iterations, "
-          f"{jobs_per_row} data sets; products {args.product_tflops} TFLOP/s, factorizations "
-          f"{args.factorization_tflops} TFLOP/s, {args.operator_us} us per operator, {args.sync_us} us per sync")
-    print(f"{'method':7s} {'M':>4s} {'GFLOP prod':>10s} {'GFLOP fact':>10s} {'ops':>6s} {'syncs':>5s} "
-          f"{'GPU ms':>7s} {'host ms':>7s} {'ms/it':>7s} {'min/job':>7s}")
-    total = 0.0
+          f"{jobs_per_row} data sets; torch {torch.__version__}\n")
+    rows, totals, tops = [], Counter(), []
     for method, sizes in uci["methods"].items():
         for M in sizes:
-            row, per_iteration_syncs = counts(method, M, torch.device("meta")), syncs(method, M)
-            gpu = row["products"] / (args.product_tflops * 1e12) + row["factorizations"] / (args.factorization_tflops * 1e12)
-            host = row["operators"] * args.operator_us * 1e-6
-            busy = max(gpu, host) if per_iteration_syncs <= 1 else gpu + host
-            seconds = busy + per_iteration_syncs * args.sync_us * 1e-6
-            minutes = seconds * args.iterations / 60
-            total += minutes * jobs_per_row
-            print(f"{method:7s} {M:4d} {row['products'] / 1e9:10.1f} {row['factorizations'] / 1e9:10.1f} "
-                  f"{row['operators']:6d} {per_iteration_syncs:5.1f} {gpu * 1e3:7.2f} {host * 1e3:7.2f} "
-                  f"{seconds * 1e3:7.2f} {minutes:7.1f}", flush=True)
-    print(f"UCI study (experiment uci, one job at a time on one GPU): {total:.0f} minutes of training")
+            costs, sites = counts(method, M, by_site=args.top > 0)
+            times = {name: estimate(costs, rates) for name, rates in sets.items()}
+            for name, time in times.items():
+                totals[name] += time.iteration * args.iterations / 60 * jobs_per_row
+            rows.append([method, M, f"{costs.product_flops / 1e9:.1f}",
+                         *(f"{costs.factorization_flops[kind] / 1e9:.1f}" for kind in KINDS),
+                         f"{costs.bytes / 1e9:.2f}", costs.launches, costs.views, f"{costs.syncs:.1f}",
+                         *(f"{time.iteration * 1e3:.2f}" for time in times.values()),
+                         " / ".join(f"{time.iteration * args.iterations / 60:.1f}" for time in times.values())])
+            if args.top:
+                tops.append((f"{method} M{M}", costs.bytes, sites.most_common(args.top)))
+            print(f"{method} M{M} counted", file=sys.stderr, flush=True)
+    header = ["method", "M", "GFLOP prod", *(f"GFLOP {kind}" for kind in KINDS), "GB moved", "launches",
+              "views", "syncs", *(f"ms/it {name}" for name in sets), "min/job (" + " / ".join(sets) + ")"]
+    print(table(header, rows, args.markdown))
+    print("\nUCI study (experiment uci, one job at a time on one GPU), minutes of training:")
+    print(table(["rate set", *(rate.name for rate in fields(Rates)), "minutes"],
+                [[name, *(getattr(rates, rate.name) for rate in fields(Rates)), f"{totals[name]:.0f}"]
+                 for name, rates in sets.items()], args.markdown))
+    for name, moved, top in tops:
+        print(f"\n{name}: {moved / 1e9:.2f} GB moved by memory-bound operators; the largest:")
+        print(table(["operator", "first input", "site", "GB"],
+                    [[operator, shape, site, f"{value / 1e9:.3f}"] for (operator, shape, site), value in top],
+                    args.markdown))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,34 @@ class FourierFeatures(FeatureMap):
 
     def __call__(self, projection: Tensor, variance: Tensor) -> Tensor:
         scale = (variance / projection.shape[-1]).sqrt()[..., None, None]
-        return scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
+        return _ScaledCosSin.apply(projection, scale)
+
+
+class _ScaledCosSin(torch.autograd.Function):
+    """scale [cos p, sin p], with a backward from that output alone (d/dp of scale cos p is -scale sin p, the
+    other half): 3.5 passes over the features backward instead of the 9.5 of autograd's chain through the
+    product, concatenation, sine and cosine (issue 39, item 4). ``scale`` ``[*batch, 1, 1]`` is positive
+    (its gradient divides by it)."""
+
+    @staticmethod
+    def forward(ctx, projection: Tensor, scale: Tensor) -> Tensor:
+        features = scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
+        ctx.save_for_backward(features, scale)
+        ctx.projection_shape = projection.shape
+        return features
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        features, scale = ctx.saved_tensors
+        count = features.shape[-1] // 2
+        scaled_cos, scaled_sin = features[..., :count], features[..., count:]
+        grad_projection = grad_scale = None
+        if ctx.needs_input_grad[0]:
+            grad_projection = torch.addcmul(grad[..., count:] * scaled_cos, grad[..., :count], scaled_sin, value=-1)
+            grad_projection = grad_projection.sum_to_size(ctx.projection_shape)
+        if ctx.needs_input_grad[1]:
+            grad_scale = (grad * features).sum_to_size(scale.shape) / scale
+        return grad_projection, grad_scale
 
 
 @dataclass(frozen=True)

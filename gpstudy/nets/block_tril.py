@@ -28,39 +28,53 @@ def _block_edges(size: int, blocks: int) -> list[int]:
     return [round(j * size / blocks) for j in range(blocks + 1)]
 
 
+def _product_into(target: Tensor, a: Tensor, b: Tensor, accumulate: bool) -> None:
+    """target = a @ b, or target += a @ b with ``accumulate``, written in place by the GEMM (beta 0: target's
+    old values, uninitialized memory, are not read; not ``out=``, which torch.compile refuses into a slice)."""
+    target.baddbmm_(a, b, beta=1 if accumulate else 0)
+
+
 class _LeftProduct(torch.autograd.Function):
-    """Phi L from Phi ``[..., n, K]`` and L's blocks, with a backward that writes Phi's gradient once."""
+    """Phi L from Phi ``[B, n, K]`` and L's blocks ``[B, ., .]`` (and, given v ``[B, K, 1]``, Phi v first),
+    with every product written, or accumulated (``baddbmm_``, beta = 1), straight into its columns of the
+    result or of Phi's gradient: no elementwise pass over ``[B, n, K]`` (no sum of two products or of Phi's
+    two gradients, concatenation, zero fill or read-modify-write of a slice)."""
 
     @staticmethod
-    def forward(ctx, edges: list[int], phi: Tensor, *blocks: Tensor) -> Tensor:
+    def forward(ctx, edges: list[int], phi: Tensor, vector: Tensor | None, *blocks: Tensor):
         diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1:]
-        columns = []
+        product = phi.new_empty(phi.shape)
         for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
-            column = phi[..., start:stop] @ diagonal[j]
+            column = product[..., start:stop]
+            _product_into(column, phi[..., start:stop], diagonal[j], accumulate=False)
             if stop < edges[-1]:
-                column = column + phi[..., stop:] @ below[j]
-            columns.append(column)
+                _product_into(column, phi[..., stop:], below[j], accumulate=True)
         ctx.edges = edges
-        ctx.save_for_backward(phi, *blocks)
-        return torch.cat(columns, dim=-1)
+        ctx.save_for_backward(phi, vector, *blocks)
+        return product if vector is None else (torch.bmm(phi, vector), product)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:
         edges = ctx.edges
-        phi, *blocks = ctx.saved_tensors
+        phi, vector, *blocks = ctx.saved_tensors
+        grad_vector_product, grad = grads if vector is not None else (None, grads[0])
         diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1:]
-        grad_phi = torch.zeros_like(phi) if ctx.needs_input_grad[1] else None
+        grad_phi = phi.new_empty(phi.shape) if ctx.needs_input_grad[1] else None
+        grad_vector = None if vector is None or not ctx.needs_input_grad[2] else phi.mT @ grad_vector_product
+        if grad_phi is not None and vector is not None:  # writes every column of Phi's gradient
+            _product_into(grad_phi, grad_vector_product, vector.mT, accumulate=False)
         grad_diagonal, grad_below = [], []
         for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
             column_grad = grad[..., start:stop]
             grad_diagonal.append(phi[..., start:stop].mT @ column_grad)
-            if grad_phi is not None:
-                grad_phi[..., start:stop] += column_grad @ diagonal[j].mT
             if stop < edges[-1]:
                 grad_below.append(phi[..., stop:].mT @ column_grad)
-                if grad_phi is not None:
-                    grad_phi[..., stop:] += column_grad @ below[j].mT
-        return None, grad_phi, *grad_diagonal, *grad_below
+            if grad_phi is not None:  # else block 0 writes every column (its D_0 and R_0 span them all)
+                accumulate = vector is not None or j > 0
+                _product_into(grad_phi[..., start:stop], column_grad, diagonal[j].mT, accumulate)
+                if stop < edges[-1]:
+                    _product_into(grad_phi[..., stop:], column_grad, below[j].mT, accumulate)
+        return None, grad_phi, grad_vector, *grad_diagonal, *grad_below
 
 
 class BlockTril(nn.Module):
@@ -92,10 +106,24 @@ class BlockTril(nn.Module):
     def left_multiply(self, phi: Tensor) -> Tensor:
         """Phi L ``[*batch_shape, n, K]`` for Phi ``[*batch_shape, n, K]`` (unbatched L: any ``[..., n, K]``), in
         Phi's dtype (L's blocks cast to it: mixed precision)."""
+        return self._products(phi, None)
+
+    def vector_and_left_multiply(self, phi: Tensor, vector: Tensor) -> tuple[Tensor, Tensor]:
+        """Phi v ``[*batch_shape, n]`` for v ``[*batch_shape, K]`` (in Phi's dtype) and Phi L, as one operator
+        whose backward writes Phi's gradient once (not two gradients and their sum)."""
+        return self._products(phi, vector)
+
+    def _products(self, phi: Tensor, vector: Tensor | None):
         blocks = [block.to(phi.dtype) for block in (*self.diagonal_blocks(), *self.below_blocks)]
-        rows = phi.reshape(-1, self.size) if blocks[0].ndim == 2 else phi  # unbatched: one [n, K] product
-        product = _LeftProduct.apply(self.edges, rows, *blocks)
-        return product.reshape(phi.shape)
+        if blocks[0].ndim == 2:  # unbatched: one [n, K] product, as a batch of one (n may be 0)
+            rows, blocks = phi.reshape(1, phi.shape[:-1].numel(), self.size), [block.unsqueeze(0) for block in blocks]
+        else:  # [*batch_shape, n, K] as [B, n, K]
+            rows, blocks = phi.flatten(0, -3), [block.flatten(0, -3) for block in blocks]
+        if vector is None:
+            return _LeftProduct.apply(self.edges, rows, None, *blocks).reshape(phi.shape)
+        column = vector.reshape(rows.shape[0], self.size, 1)
+        vector_product, product = _LeftProduct.apply(self.edges, rows, column, *blocks)
+        return vector_product.reshape(phi.shape[:-1]), product.reshape(phi.shape)
 
     def dense(self) -> Tensor:
         """L as one ``[*batch_shape, K, K]`` matrix (zeros above the diagonal)."""

@@ -95,7 +95,7 @@ class RFE(InferenceNetwork):
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean Phi m ``[*batch, n]`` and covariance factor Phi L ``[*batch, n, F]``, computed in
         ``feature_dtype`` and returned in the parameters' dtype."""
-        phi = self.features(x)
-        mean = (phi @ self.in_feature_dtype(self.weight_mean).unsqueeze(-1)).squeeze(-1)
+        mean, factor = self.weight_scale.vector_and_left_multiply(self.features(x),
+                                                                  self.in_feature_dtype(self.weight_mean))
         dtype = self.weight_mean.dtype
-        return mean.to(dtype), self.weight_scale.left_multiply(phi).to(dtype)
+        return mean.to(dtype), factor.to(dtype)

@@ -1,5 +1,6 @@
 """benchmarks/gpu_check.py writes its whole report on the CPU (a short pass), so that it cannot rot unnoticed."""
 
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -20,5 +21,8 @@ def test_a_quick_cpu_pass_writes_every_section(tmp_path, monkeypatch):
         assert heading in text
     assert "| pass | exact | not applicable on cpu | 1.00 | none | not applicable on cpu |" in text
     assert "| pass | svgp |" in text and "| svgp | 100 | 1 |" in text and "| lapack |" in text and "| reference |" in text
+    # the measured row beside gpu_estimate.py's estimate of it under each rate set, and its GPU and host seconds
+    assert re.search(r"\| svgp \| 100 \| 1 \| [0-9.]+ \| [0-9.]+ / [0-9.]+ / [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ", text)
+    assert "estimated s/it (optimistic / central / pessimistic)" in text
     assert "| probes trained | 2 of 2 |" in text and "| Cholesky libraries factor and agree | yes |" in text
     assert list(report.parent.iterdir()) == [report]  # written atomically: no temporary file left

@@ -7,6 +7,7 @@ import torch
 
 from gpstudy import numerics
 from gpstudy.kernels import KERNELS, ArcCosine, build_kernel, feature_map_problem
+from gpstudy.kernels.features import FourierFeatures
 
 DTYPE = numerics.DEFAULT_DTYPE
 COUNT = 200_000  # frequencies of the Monte Carlo estimate
@@ -83,3 +84,21 @@ def test_every_kernel_declares_the_feature_map_its_instances_have(name, options)
         with pytest.raises(ValueError, match="has no random-feature map") as refused:
             kernel.feature_map()
         assert str(refused.value) == problem
+
+
+@pytest.mark.parametrize("projection_shape, variance_shape", [((3, 7, 5), (3,)), ((7, 5), ()), ((7, 5), (2,))])
+def test_fourier_features_and_their_gradients_equal_scale_times_cos_and_sin(projection_shape, variance_shape):
+    """The fused form (issue 39, item 4: cos and sin written into one output, backward from it) to 1e-12
+    of its definition sqrt(s2 / H) [cos p, sin p], values and gradients in p and s2, batches broadcast."""
+    generator = torch.Generator().manual_seed(3)
+    projection = torch.randn(projection_shape, generator=generator, dtype=DTYPE, requires_grad=True)
+    variance = (torch.rand(variance_shape, generator=generator, dtype=DTYPE) + 0.5).requires_grad_()
+    weights = torch.randn((*torch.broadcast_shapes(projection_shape[:-1], (*variance_shape, 1)), 10),
+                          generator=generator, dtype=DTYPE)
+    fused = FourierFeatures()(projection, variance)
+    scale = (variance / projection_shape[-1]).sqrt()[..., None, None]
+    reference = scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
+    torch.testing.assert_close(fused, reference, rtol=1e-12, atol=1e-12)
+    for mine, theirs in zip(torch.autograd.grad((fused * weights).sum(), (projection, variance)),
+                            torch.autograd.grad((reference * weights).sum(), (projection, variance))):
+        torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)

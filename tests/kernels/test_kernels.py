@@ -116,6 +116,25 @@ def test_rbf_matches_its_formula(inputs):
     torch.testing.assert_close(kernel(x1, diag=True), torch.full((7,), 1.7, dtype=DTYPE))
 
 
+@pytest.mark.parametrize("batch", [(), (3,)])
+@pytest.mark.parametrize("same", [False, True])
+def test_rbf_equals_its_function_of_r2_values_and_gradients(batch, same):
+    """The fused form (issue 39, item 4: the exponent accumulated on the product) to 1e-12 of s2 exp(-r2 / 2)
+    from the stationary kernels' r2 (clamped), in float64, with gradients in x1, x2, l and s2."""
+    generator = torch.Generator().manual_seed(4)
+    kernel = RBF(3, lengthscale=[0.5, 1.0, 2.0], variance=1.7, batch_shape=batch)
+    x1 = (2 * torch.randn(*batch, 7, 3, generator=generator, dtype=DTYPE)).requires_grad_()
+    x2 = None if same else (2 * torch.randn(*batch, 5, 3, generator=generator, dtype=DTYPE)).requires_grad_()
+    weights = torch.randn(*batch, 7, 7 if same else 5, generator=generator, dtype=DTYPE)
+    inputs = (x1, *kernel.parameters()) if same else (x1, x2, *kernel.parameters())
+    fused = kernel.K(x1, x2)
+    reference = kernel.K_r2(kernel.scaled_squared_distance(x1, x1 if same else x2))
+    torch.testing.assert_close(fused, reference, rtol=1e-12, atol=1e-12)
+    for mine, theirs in zip(torch.autograd.grad((fused * weights).sum(), inputs),
+                            torch.autograd.grad((reference * weights).sum(), inputs)):
+        torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
+
+
 MATERN = {  # R&W eq. 4.17 as functions of r
     "matern32": lambda r: (1 + math.sqrt(3) * r) * math.exp(-math.sqrt(3) * r),
     "matern52": lambda r: (1 + math.sqrt(5) * r + 5 * r**2 / 3) * math.exp(-math.sqrt(5) * r),

@@ -1,0 +1,141 @@
+"""benchmarks/gpu_estimate.py: what its counter counts for single operators on ``meta``, its model's arithmetic,
+and BlockTril's product moving no bytes outside its products (issue 39, item 4)."""
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpstudy.kernels import RBF
+from gpstudy.kernels.features import FourierFeatures
+from gpstudy.nets.block_tril import BlockTril, _LeftProduct
+from gpstudy.optim import adam
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+ESTIMATE = importlib.import_module("gpu_estimate")  # as gpu_check.py imports it
+CostCount, Costs, Rates = ESTIMATE.CostCount, ESTIMATE.Costs, ESTIMATE.Rates
+META = dict(device="meta", dtype=torch.float64)
+
+
+def costs_of(function) -> Costs:
+    with CostCount() as count:
+        function()
+    return count.costs
+
+
+def test_an_elementwise_operator_reads_its_inputs_and_writes_its_output():
+    a, b = torch.empty(4, 5, **META), torch.empty(4, 5, **META)
+    costs = costs_of(lambda: a + b)
+    assert costs.bytes == 3 * 20 * 8 and costs.host == {"memory": 1} and costs.product_flops == 0
+
+
+def test_a_broadcast_input_is_read_once_and_a_view_moves_nothing():
+    a, row = torch.empty(100, 50, **META), torch.empty(1, 50, **META)
+    assert costs_of(lambda: a * row).bytes == (5000 + 50 + 5000) * 8
+    costs = costs_of(lambda: a.mT.unsqueeze(0).expand(3, 50, 100))
+    assert costs.bytes == 0 and costs.host == {"view": 3} and costs.launches == 0 and costs.views == 3
+
+
+def test_in_place_operators_read_and_write_their_argument_copy_only_writes_it():
+    a, b = torch.empty(10, **META), torch.empty(10, **META)
+    assert costs_of(lambda: a.add_(b)).bytes == 3 * 80
+    assert costs_of(lambda: a.copy_(b)).bytes == 2 * 80
+    assert costs_of(lambda: torch.empty(10, **META)).host == {"allocation": 1}
+
+
+def test_a_gather_reads_the_rows_it_takes_not_its_whole_source():
+    source, rows = torch.empty(1000, 8, **META), torch.zeros(5, dtype=torch.long, device="meta")
+    assert costs_of(lambda: source[rows]).bytes == 2 * 5 * 8 * 8 + 5 * 8
+
+
+def test_products_and_factorizations_are_counted_in_flops_by_kind():
+    a, b = torch.empty(3, 40, 30, **META), torch.empty(3, 30, 20, **META)
+    c = torch.empty(3, 40, 20, **META)
+    costs = costs_of(lambda: (torch.bmm(a, b), c.baddbmm_(a, b)))
+    assert costs.product_flops == 2 * 2 * 3 * 40 * 30 * 20 and costs.bytes == 0 and costs.host == {"product": 2}
+    spd, rhs = torch.empty(2, 50, 50, **META), torch.empty(2, 50, 7, **META)
+    costs = costs_of(lambda: (torch.linalg.cholesky_ex(spd), torch.linalg.solve_triangular(spd, rhs, upper=False),
+                              torch.cholesky_solve(rhs, spd), torch.cholesky_inverse(spd)))
+    assert costs.factorization_flops == {"potrf": 2 * 50**3 // 3, "trsm": 2 * 50 * 50 * 7,
+                                         "potrs": 2 * 2 * 50 * 50 * 7, "inverse": 2 * 2 * 50**3}
+    assert costs.host == {"factorization": 4} and costs.bytes == 0
+
+
+def test_adam_is_counted_as_the_fused_cuda_adam():
+    weights = [torch.nn.Parameter(torch.empty(30, 10, **META)), torch.nn.Parameter(torch.empty(10, **META))]
+    optimizer = adam(weights, 0.01, torch.device("meta"))  # meta: the per-tensor loop
+    count = CostCount()
+    count.watch(optimizer)
+    for weight in weights:
+        weight.grad = torch.empty_like(weight)
+    with count:
+        optimizer.step()
+        optimizer.step()
+    assert count.costs.host == {"adam": 4}  # per step: the step counts' _foreach_add_ and one _fused_adam_
+    assert count.costs.bytes == 2 * 7 * 310 * 8  # param, grad, 2 moments read; param, 2 moments written
+
+
+def test_the_model_adds_gpu_times_and_overlaps_the_host_with_one_sync():
+    rates = Rates(product_tflops=10, potrf_tflops=1, trsm_tflops=2, potrs_tflops=4, inverse_tflops=5,
+                  bandwidth_tbs=2, launch_us=10, view_us=1, sync_us=100)
+    costs = Costs(product_flops=10**10, bytes=2 * 10**9, syncs=1.0)
+    costs.factorization_flops.update(potrf=10**9, trsm=10**9, potrs=10**9, inverse=10**9)
+    costs.host.update(memory=100, view=50)
+    time = ESTIMATE.estimate(costs, rates)
+    assert time.factorizations == pytest.approx(1e-3 + 0.5e-3 + 0.25e-3 + 0.2e-3)
+    assert time.memory == pytest.approx(1e-3)
+    assert time.gpu == pytest.approx(1e-3 + time.factorizations + time.memory)
+    assert time.host == pytest.approx(100 * 10e-6 + 50 * 1e-6)
+    assert time.iteration == pytest.approx(time.gpu + 100e-6)  # the GPU's time, the host hidden behind it
+    costs.syncs = 2.0  # each sync exposes the host's launches
+    assert ESTIMATE.estimate(costs, rates).iteration == pytest.approx(time.gpu + time.host + 200e-6)
+
+
+def test_the_rate_sets_are_ordered_from_optimistic_to_pessimistic():
+    sets = ESTIMATE.RATE_SETS
+    costs = Costs(product_flops=10**12, bytes=10**10)
+    costs.factorization_flops.update(potrf=10**11, trsm=10**11, potrs=10**11, inverse=10**11)
+    costs.host.update(memory=300, view=300)
+    times = [ESTIMATE.estimate(costs, sets[name]).iteration for name in ("optimistic", "central", "pessimistic")]
+    assert times == sorted(times) and times[0] < times[2]
+
+
+@pytest.mark.parametrize("blocks", [1, 4])
+@pytest.mark.parametrize("with_vector", [False, True])
+def test_block_tril_product_moves_no_bytes_outside_its_products(blocks, with_vector):
+    """Its product (with Phi v beside it: RFE's mean) and backward write into the result's and the gradient's
+    columns (before issue 39's item 4: an add of two products, a concatenation, a zero fill, read-modify-writes
+    of slices and the sum of Phi's two gradients, about 5 passes over [splits, n, K] each way)."""
+    factor = BlockTril(64, 1.0, torch.zeros((), **META), (3,), blocks)
+    phi = torch.empty(3, 50, 64, **META, requires_grad=True)
+    vector = torch.empty(3, 64, 1, **META, requires_grad=True) if with_vector else None
+    blocks_ = [block.detach() for block in (*factor.diagonal_blocks(), *factor.below_blocks)]
+
+    def products():
+        outputs = _LeftProduct.apply(factor.edges, phi, vector, *blocks_)
+        (outputs[0].sum() + outputs[1].sum() if with_vector else outputs.sum()).backward()
+
+    costs = costs_of(products)
+    assert costs.host["product"] >= 3 * blocks
+    assert costs.bytes <= (phi.numel() + 3 * 50) * 8 + 128  # only the test's own sums (one read each) and scalars
+
+
+def test_fourier_features_move_at_most_ten_passes_over_the_features():
+    """cos, sin, their concatenation and scaling (6 passes of the features' size), their gradient from the
+    output (3.5); before issue 39's item 4 the gradient was autograd's chain through all four (9.5)."""
+    projection = torch.empty(3, 50, 64, **META, requires_grad=True)
+    variance = torch.ones(3, **META)
+    costs = costs_of(lambda: FourierFeatures()(projection, variance).sum().backward())
+    feature_bytes = 3 * 50 * 128 * 8
+    assert 9.5 * feature_bytes < costs.bytes <= 10.5 * feature_bytes  # with the test's sum (1 pass)
+
+
+def test_the_rbf_kernel_moves_eight_passes_over_its_matrix():
+    """Two in-place subtractions from the product, the exponential, the variance (before issue 39's item 4:
+    the sum of squared norms, 2 a b^T, the difference, its clamp, -r2 / 2, the exponential, the variance: 14)."""
+    kernel = RBF(3, batch_shape=(2,)).to("meta")
+    x1, x2 = torch.empty(2, 60, 3, **META), torch.empty(2, 40, 3, **META)
+    matrix_bytes = 2 * 60 * 40 * 8
+    assert 8 * matrix_bytes < costs_of(lambda: kernel.K(x1, x2)).bytes < 9 * matrix_bytes
