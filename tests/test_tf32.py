@@ -102,9 +102,7 @@ def test_backward_products_are_rounded_too():
     assert torch.equal(b.grad, round_to_tf32(a.detach()).T @ round_to_tf32(upstream))
 
 
-SLOW = pytest.mark.slow  # minutes of CPU: `pytest -m slow` runs them (the suite runs Concrete GPNet-100, the most moved)
-UCI_CELLS = [pytest.param("boston", "gpnet", 100, marks=SLOW), pytest.param("boston", "fbnn", 500, marks=SLOW),
-             ("concrete", "gpnet", 100), pytest.param("concrete", "fbnn", 500, marks=SLOW)]
+UCI_CELLS = [("boston", "gpnet", 100), ("boston", "fbnn", 500), ("concrete", "gpnet", 100), ("concrete", "fbnn", 500)]
 UCI_STEPS = 5  # at config.yaml's sizes a step costs ~0.1-0.5 s (FBNN-500 most); more steps: benchmarks/tf32.py
 PRETRAIN_STEPS = 20  # float64, shared by both ways: the start, not what is compared (config.yaml: 1000)
 SE_FRACTION = 0.05  # the most TF32 may move a metric, in standard errors of the paper's cell
@@ -158,7 +156,6 @@ def snelson_evidence(study_config, shared_data, folder) -> dict[str, Evidence]:
             for way in runs}
 
 
-@SLOW
 def test_snelson_claims_keep_their_verdicts_under_tf32(study_config, shared_data, tmp_path):
     """Every check of the Snelson claims, measured on short runs under ``mixed`` (not the study's verdicts:
     it trains 40K steps), gives the same verdict with TF32's rounding as without."""
