@@ -73,9 +73,9 @@ def no_space(error: BaseException) -> bool:
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text``, atomically."""
+    """Write ``text`` in UTF-8, atomically."""
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_json(path: str | os.PathLike, data: Any) -> None:

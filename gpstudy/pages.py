@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpstudy.io import atomic_path
+from gpstudy.io import write_text
 
 STYLE = [  # the look of every page's table (CSS, selectors within the table)
     {"selector": "", "props": "border-collapse: collapse; font-family: sans-serif; font-size: 14px; margin: 8px;"},
@@ -35,5 +35,4 @@ def write_page(path: str | Path, frame: pd.DataFrame, caption: str, styles: pd.D
               .set_table_styles([*STYLE, *table_styles]))
     if styles is not None:
         styler = styler.apply(lambda _: styles, axis=None)
-    with atomic_path(path, suffix=".html") as tmp:
-        tmp.write_text(styler.to_html(doctype_html=True, cell_ids=False), encoding="utf-8")
+    write_text(path, styler.to_html(doctype_html=True, cell_ids=False))

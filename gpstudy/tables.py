@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpstudy.io import atomic_path
+from gpstudy.io import write_text
 from gpstudy.metrics import METRIC_NAMES
 from gpstudy.pages import write_page
 from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
@@ -174,8 +174,7 @@ def write_table(table: pd.DataFrame, stem: Path, variant_labels: Mapping[str, st
     stem, names = Path(stem), display_names(variant_labels)
     for suffix, text in ((".csv", table.to_csv(index=False)), (".md", _markdown(table, names)),
                          (".tex", _latex(table, names))):
-        with atomic_path(stem.with_name(stem.name + suffix), suffix=suffix) as tmp:
-            tmp.write_text(text, encoding="utf-8")
+        write_text(stem.with_name(stem.name + suffix), text)
     header, rows = _layout(table, HTML, names)
     write_page(stem.with_name(stem.name + ".html"), pd.DataFrame(rows, columns=header), _caption(table, HTML, names),
                table_styles=[{"selector": "td", "props": "white-space: pre;"}])  # a cell's lines as they are

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpstudy.data import Split, get_dataset, make_split, read_table, split_rows
+from gpstudy.data import Split, get_dataset, read_table, split_of_table
 from gpstudy.study import RunSettings, data_plan
 from gpstudy.training.run import pretrain_splits, train_splits
 
@@ -60,16 +60,11 @@ class EmulatedTF32(TorchDispatchMode):
 
 
 def study_split(config: dict, dataset: str, split: int, raw: Path) -> Split:
-    """Split ``split`` of ``dataset`` as the study ``config`` makes it (protocol, seed, sizes), from the raw
-    files in the folder ``raw``."""
-    plan = data_plan(config, dataset)
-    if plan.drop_features or plan.standardize_inputs:
-        raise ValueError(f"study_split: data set {dataset!r} sets drop_features or standardize_inputs, which it "
-                         "does not apply (gpstudy.data.prepare_split does)")
-    table = read_table(get_dataset(dataset), plan.protocol, raw)
-    train, test = split_rows(table, plan.protocol, split, seed=config["seed"], train_size=plan.train_size,
-                             test_size=plan.test_size, raw=raw)
-    return make_split(table, train, test, get_dataset(dataset).standardize, {"dataset": dataset, "split": split})
+    """Split ``split`` of ``dataset`` as the study ``config`` makes it (``gpstudy.data.split_of_table`` with the
+    data set's plan), from the raw files in the folder ``raw``."""
+    plan, data = data_plan(config, dataset), get_dataset(dataset)
+    return split_of_table(data, plan.protocol, split, read_table(data, plan.protocol, raw), raw=raw,
+                          seed=config["seed"], **plan.split_options())
 
 
 def train_with_and_without_tf32(splits: dict[int, Split], settings: RunSettings, folder: Path

@@ -9,7 +9,7 @@ import numpy as np
 
 from gpstudy.data.fetch import ChecksumError, FileSpec, fetch_file, sha256_of
 from gpstudy.data.registry import Dataset
-from gpstudy.data.split import make_split, read_table, save_split, split_rows
+from gpstudy.data.split import Split, make_split, read_table, save_split, split_rows
 from gpstudy.data.table import DataError, Table, load_table, save_table
 from gpstudy.io import read_json, write_json
 
@@ -94,10 +94,26 @@ def _files(dataset: Dataset, protocol: str, manifest: Path) -> str:
 def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path, manifest: Path, output: Path, *,
                   seed: int = 0, train_size: int | None = None, test_size: int | None = None,
                   drop_features: tuple[int, ...] = (), standardize_inputs: bool = False) -> None:
-    """Write split ``split`` of a data set, standardized with training statistics (a classification data
-    set's x only with ``standardize_inputs``), without the feature columns ``drop_features`` (the
+    """Write split ``split`` of a data set (:func:`split_of_table`, from the table at ``table_path``; the
     index_files protocol reads the raw files ``manifest`` lists, checked)."""
-    table = load_table(table_path)
+    raw = None  # only the index_files protocol reads raw files here
+    if protocol == "index_files":
+        raw = checked_raw_folder(manifest, dataset.files(protocol))
+    try:
+        made = split_of_table(dataset, protocol, split, load_table(table_path), raw=raw, seed=seed,
+                              train_size=train_size, test_size=test_size, drop_features=drop_features,
+                              standardize_inputs=standardize_inputs)
+    except DataError as error:  # named with the files the table was read from
+        raise DataError(f"{_files(dataset, protocol, manifest)}: {error}") from None
+    save_split(output, made)
+
+
+def split_of_table(dataset: Dataset, protocol: str, split: int, table: Table, *, raw: Path | None = None,
+                   seed: int = 0, train_size: int | None = None, test_size: int | None = None,
+                   drop_features: tuple[int, ...] = (), standardize_inputs: bool = False) -> Split:
+    """Split ``split`` of a data set's ``table``, standardized with training statistics (a classification data
+    set's x only with ``standardize_inputs``), without the feature columns ``drop_features`` (``raw``: the
+    folder of the index_files protocol's files)."""
     if drop_features:
         if max(drop_features) >= table.x.shape[1]:
             raise ValueError(f"{dataset.name}: drop_features {list(drop_features)} names a column past its "
@@ -105,17 +121,10 @@ def prepare_split(dataset: Dataset, protocol: str, split: int, table_path: Path,
         table = replace(table, x=np.delete(table.x, list(drop_features), axis=1),
                         x_plot=None if table.x_plot is None else np.delete(table.x_plot, list(drop_features), axis=1))
         log.info("%s: features %s left out of the splits", dataset.name, list(drop_features))
-    raw = None  # only the index_files protocol reads raw files here
-    if protocol == "index_files":
-        raw = checked_raw_folder(manifest, dataset.files(protocol))
     train, test = split_rows(table, protocol, split, seed=seed, train_size=train_size, test_size=test_size, raw=raw)
     info = {"dataset": dataset.name, "split": split, "protocol": protocol, "seed": seed,
             "drop_features": list(drop_features), "standardize_inputs": standardize_inputs}
-    try:
-        split = make_split(table, train, test, dataset.standardize, info, standardize_inputs=standardize_inputs)
-    except DataError as error:  # named with the files the table was read from
-        raise DataError(f"{_files(dataset, protocol, manifest)}: {error}") from None
+    made = make_split(table, train, test, dataset.standardize, info, standardize_inputs=standardize_inputs)
     log.info("%s split %d (%s): %d training and %d test rows x %d features; y mean %.6g, std %.6g (training rows)",
-             dataset.name, info["split"], protocol, len(train), len(test), split.x_train.shape[1], split.y_mean,
-             split.y_std)
-    save_split(output, split)
+             dataset.name, split, protocol, len(train), len(test), made.x_train.shape[1], made.y_mean, made.y_std)
+    return made
