@@ -24,7 +24,9 @@ GPSTUDY_SLURM_GPU_PARTITION) and trains on the CPU (``--config ... device=cpu``)
    ``scancel``: its log says "checkpointed at iteration k on SIGTERM", Snakemake (or SLURM's requeue)
    runs it again, it resumes at iteration k + 1, and its metrics equal those of the same job run
    uninterrupted (locally, same pretrained inputs, same CPU) to TOLERANCE. Each step waits for a state
-   (the job RUNNING, the checkpoint on disk, the log line), never for a number of seconds.
+   (the job RUNNING, the checkpoint on disk, the log line), never for a number of seconds. In (a) the
+   job's processes are held (SIGSTOP) from the limit's update until SLURM's warning is pending in the
+   training process (slurmctld checks time limits about every 30 s), so a fast job cannot finish first.
 
 It prints what it found and writes ``summary.json`` in its work folder (default
 $TMPDIR/gpstudy-slurm-check); it exits 1 if a check failed, and stops every daemon it started
@@ -34,6 +36,7 @@ minutes on 2 cores at load 16, 35 of them the stops. Not part of CI.
 """
 
 import argparse
+import contextlib
 import csv
 import filecmp
 import json
@@ -323,6 +326,48 @@ def elapsed_minutes(job: str) -> int:
     return (int(days or 0) * 24 + hours) * 60 + minutes
 
 
+def job_processes(job: str) -> dict[int, str]:
+    """The processes of a running job on this node and their steps (``scontrol listpids``: "batch", "0",
+    ...), SLURM's own daemons left out."""
+    out = subprocess.run(["scontrol", "listpids", job], env=environment(), capture_output=True, text=True,
+                         check=True).stdout
+    rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
+    return {int(row[0]): row[2] for row in rows if Path(f"/proc/{row[0]}/comm").exists()
+            and Path(f"/proc/{row[0]}/comm").read_text().strip() != "slurmstepd"}
+
+
+def signalled(pid: int) -> bool:
+    """Whether SLURM's SIGTERM reached held process ``pid``: pending, or already taken (slurmstepd sends SIGCONT
+    with a SIGTERM, so that stopped tasks can act on it), or the process gone."""
+    try:
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except FileNotFoundError:
+        return True
+    pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+    return bool(pending & (1 << (signal.SIGTERM - 1))) or not status["State"].strip().startswith("T")
+
+
+def held_until_signalled(job: str, action: list[str]) -> bool:
+    """Stop the job's processes, run ``action``, wait (for a state) until SLURM's SIGTERM has reached the
+    processes of its step (where the training runs), then continue them all: whether it came within
+    NOTICE_SECONDS."""
+    steps = job_processes(job)
+    pids = list(steps)
+    trainers = [pid for pid, step in steps.items() if step not in ("batch", "extern")]  # what the warning reaches
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)  # a process gone by now would end the job: the check then fails, loudly
+    try:
+        subprocess.run(action, env=environment(), check=True)
+        deadline = time.monotonic() + NOTICE_SECONDS
+        while time.monotonic() < deadline and not all(signalled(pid) for pid in trainers):
+            time.sleep(1)
+        return bool(trainers) and all(signalled(pid) for pid in trainers)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
 STOPS = {  # case: what is done to the running training job
     "time limit": lambda job: ["scontrol", "update", f"JobId={job}",  # the limit within the warning's lead, from now
                                f"TimeLimit={elapsed_minutes(job) + WARNING_SECONDS // 60}"],
@@ -358,7 +403,10 @@ def fault_stops(args, checks: Checks) -> None:
         with open(log, "w") as out:
             process = subprocess.Popen(command, cwd=REPO, env=environment(), stdout=out, stderr=subprocess.STDOUT)
             job = running_train_job() if wait_for_file(checkpoint, process, 900) else None
-            if job:
+            warned = None
+            if job and case == "time limit":  # held: the job cannot finish before SLURM's warning reaches it
+                warned = held_until_signalled(job, stop(job))
+            elif job:
                 subprocess.run(stop(job), env=environment(), check=True)
             iteration, signal_name = checkpointed(train_log, process) if job else (None, None)
             try:
@@ -373,9 +421,11 @@ def fault_stops(args, checks: Checks) -> None:
         stopped[case] = run_metrics(workdir, CANCEL_JOB)
         statuses = [m.get("status") for m in stopped[case].values()]
         checks.measured[f"stop {case}"] = {"slurm_job": job, "checkpointed_at": iteration, "signal": signal_name,
-                                           "resumed_at": resumed, "slurm_jobs": attempts, "rc": rc}
+                                           "resumed_at": resumed, "slurm_jobs": attempts, "rc": rc,
+                                           "signal_pending_while_held": warned}
         checks.check(f"stop ({case}): checkpointed on SIGTERM, ran again, resumed at the next iteration, runs ok",
-                     job is not None and iteration is not None and signal_name == "SIGTERM" and rc == 0
+                     job is not None and warned is not False and iteration is not None and signal_name == "SIGTERM"
+                     and rc == 0
                      and resumed[-1:] == [iteration + 1] and len(statuses) == 2 and all(s == "ok" for s in statuses),
                      f"SLURM job {job}; checkpointed at iteration {iteration} on {signal_name}; resumed at {resumed}; "
                      f"rc {rc}; SLURM jobs {attempts}; statuses {statuses}; log {log}")
