@@ -1,6 +1,7 @@
 """gpstudy.blocked: Cholesky factors and triangular solves by blocks equal torch.linalg's, values, gradients
 and ``info``; on a CPU the library's own calls, elsewhere (``meta``) the blocks."""
 
+import functools
 import math
 
 import pytest
@@ -9,6 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpstudy import blocked, gaussian, numerics
 from gpstudy.host_sync import HostSyncCounter
+from gpstudy.training.probes import build_probe
 
 LEAF = numerics.FACTOR_BLOCK
 SIZES = sorted({LEAF - 1, LEAF, LEAF + 1, 129, 600, 1000})
@@ -18,9 +20,10 @@ GRADIENT = {1e2: 1e-10, 1e8: 1e-8}  # the factor's gradient carries L^-1 twice: 
 # moves by 2-3.5e-9 of its scale when the matrix moves by one rounding (n = 129-1000), the blocks' differ by 4-6e-10
 
 
+@functools.cache
 def spd(condition: float, batch: tuple[int, ...], size: int, dtype=torch.float64, seed: int = 0) -> torch.Tensor:
     """Random SPD matrices ``[*batch, size, size]``: random rotations of eigenvalues log-spaced from 1 to
-    1 / ``condition``."""
+    1 / ``condition`` (made once per argument: not to be written to)."""
     generator = torch.Generator().manual_seed(seed)
     rotation = torch.linalg.qr(torch.randn(*batch, size, size, generator=generator, dtype=torch.float64))[0]
     eigenvalues = torch.logspace(0, -math.log10(condition), size, dtype=torch.float64)
@@ -68,6 +71,18 @@ def test_the_blocked_solve_equals_the_library_s_values_and_gradients(size, condi
         assert relative_error(value, reference) <= 1e-10, name
 
 
+@pytest.mark.parametrize(("matrix_batch", "rhs_batch"), [((2,), ()), ((), (2,)), ((2, 1), (3,))])
+def test_the_blocked_solve_broadcasts_batch_dimensions_as_the_library(matrix_batch, rhs_batch):
+    """As ``gaussian.inverse_by_products``'s solve of one identity by a batch of factors; gradients summed
+    over the broadcast dimensions."""
+    matrix = torch.linalg.cholesky(spd(1e2, matrix_batch, 300))
+    rhs = torch.randn(*rhs_batch, 300, 200, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    got = values_and_gradients(lambda a, b: blocked.blocked_solve_triangular(a, b, upper=False), [matrix, rhs])
+    expected = values_and_gradients(lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), [matrix, rhs])
+    for value, reference in zip(got, expected):
+        assert value.shape == reference.shape and relative_error(value, reference) <= 1e-10
+
+
 def test_float32_to_a_float32_tolerance():
     matrix = spd(1e2, (2,), 600, torch.float32)
     factor, info = blocked.blocked_cholesky_ex(matrix)
@@ -86,7 +101,7 @@ def test_info_is_the_library_s_in_a_batch_with_good_matrices(place, value):
     """A non-positive-definite or non-finite entry of one matrix (the upper triangle: not read, by either):
     that matrix's ``info`` is the library's (the order of the first leading minor found not positive-definite),
     the others' 0 and their factors unaffected."""
-    matrices = spd(1e2, (3,), 600)
+    matrices = spd(1e2, (3,), 600).clone()
     matrices[1, place[0], place[1]] = value
     factor, info = blocked.blocked_cholesky_ex(matrices)
     reference, expected_info = torch.linalg.cholesky_ex(matrices)
@@ -105,7 +120,7 @@ def test_a_failed_leaf_in_the_lower_half_counts_in_the_whole_matrix():
 def test_gaussian_cholesky_retries_with_the_blocked_factor_as_with_the_library_s(monkeypatch):
     """``gaussian.cholesky``'s jitter retries and NaN factors with the blocked forms (as off a CPU) give the
     library's factor."""
-    matrices = spd(1e2, (3,), 300)
+    matrices = spd(1e2, (3,), 300).clone()
     matrices[1] = matrices[1] - 1.01 * torch.linalg.eigvalsh(matrices[1]).min() * torch.eye(300, dtype=torch.float64)
     matrices[2, 7, 3] = math.nan
     expected = gaussian.cholesky(matrices)
@@ -143,9 +158,33 @@ def test_a_cpu_runs_the_library_s_calls_and_other_devices_the_blocks():
 
 
 def test_the_blocks_read_nothing_on_the_host():
-    matrix = spd(1e2, (2,), 600).requires_grad_(True)
+    matrix = spd(1e2, (2,), 600).clone().requires_grad_(True)
     with HostSyncCounter() as counter:
         factor, info = blocked.blocked_cholesky_ex(matrix)
         solution = blocked.blocked_solve_triangular(factor, matrix, upper=False)
         solution.sum().backward()
     assert counter.events == [], counter.summary()
+
+
+def test_a_second_derivative_raises_instead_of_being_wrong():
+    matrix = spd(1e2, (2,), 300).clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(blocked.blocked_cholesky_ex(matrix)[0].square().sum(), matrix, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        grad.sum().backward()
+
+
+@pytest.mark.parametrize("name", ["exact", "svgp", "svgp_fixed_prior", "gpnet", "gpnet_online_noisy", "fbnn",
+                                  "fbnn_online_batch"])
+def test_a_probe_trains_with_the_blocks_as_with_the_library_and_reads_the_host_once(name, study_config,
+                                                                                     monkeypatch):
+    """With leaves of 4 rows, so that a probe's 6-22-row matrices split 1-3 times, and the blocks chosen as off a
+    CPU: each step reads the host only for its deliberate check, and the losses equal the library's."""
+    expected = build_probe(name, study_config, "cpu").train(range(1, 4))
+    monkeypatch.setattr(numerics, "FACTOR_BLOCK", 4)
+    monkeypatch.setattr(blocked, "library_device", lambda tensor: False)
+    run = build_probe(name, study_config, "cpu")
+    run.train(range(1, 3))
+    with HostSyncCounter() as counter:
+        loss = run.train(range(3, 4))
+    assert counter.unexpected() == [], counter.summary()
+    assert relative_error(loss, expected) <= 1e-10
