@@ -11,8 +11,9 @@ warm-up iterations, then more under ``torch.cuda.set_sync_debug_mode("error")`` 
 synchronisation but the step's deliberate one raises), with its peak CUDA memory; (3) ``speed.py``'s
 rows for svgp, gpnet and fbnn at M 100 and 500 for 1 and 20 splits, with peak memory, each beside
 ``gpu_estimate.py``'s estimate of it under each rate set (so that the report calibrates the rates); (4) a batched
-Cholesky factor of 20 x 1000 x 1000 float64 under cuSOLVER and under MAGMA, and whether they agree;
-(5) a summary. A failure of one check is recorded in the report, never fatal.
+Cholesky factor of 20 x 500 x 500 and 20 x 1000 x 1000 float64 (the study's sizes) under cuSOLVER, under
+MAGMA and by ``gpstudy.blocked`` (cuSOLVER's leaves and products), and whether they agree; (5) a summary.
+A failure of one check is recorded in the report, never fatal.
 
 ``--device cpu`` runs what makes sense without a GPU (synchronisations are still counted by
 dispatch) and marks the CUDA-only parts "not applicable on cpu".
@@ -94,13 +95,12 @@ def speed_section(args, device: torch.device, iterations: int, size: int) -> tup
 
 
 def cholesky_section(rows: list[check.CholeskyTiming], batch: int, size: int) -> list[str]:
+    """One size's table of section 4."""
     cells = [[row.library, "" if row.seconds is None else f"{row.seconds:.4f}",
               "" if row.residual is None else f"{row.residual:.1e}",
               "" if row.difference is None else "reference" if row is rows[0] else f"{row.difference:.1e}",
               row.error or ""] for row in rows]
-    return [f"## 4. Batched Cholesky: torch.linalg.cholesky_ex of {batch} x {size} x {size} float64", "",
-            f"Each library via torch.backends.cuda.preferred_linalg_library (on the CPU: LAPACK alone). "
-            f"They agree when residual and difference are below {check.AGREEMENT:g}.", "",
+    return [f"### torch.linalg.cholesky_ex and gpstudy.blocked of {batch} x {size} x {size} float64", "",
             *table(["library", "s per batch", "residual |LL'v - Av|/|Av|", "max |L - L_first| / max |L_first|",
                     "error"], cells)]
 
@@ -115,8 +115,11 @@ def main() -> None:
     parser.add_argument("--M", type=int, nargs="+", default=[100, 500])
     parser.add_argument("--splits", type=int, nargs="+", default=[1, 20])
     parser.add_argument("--size", type=int, default=8192, help="training-set size N of the speed rows")
-    parser.add_argument("--cholesky", type=int, nargs=2, default=[20, 1000], metavar=("BATCH", "SIZE"))
+    parser.add_argument("--cholesky", type=int, nargs="+", default=[20, 500, 1000], metavar="BATCH SIZE",
+                        help="batch, then the sizes of section 4's Cholesky factors")
     args = parser.parse_args()
+    if len(args.cholesky) < 2:
+        parser.error(f"--cholesky takes a batch and at least one size, not {args.cholesky}")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device is visible to torch; run with --device cpu for a smoke test")
@@ -131,20 +134,28 @@ def main() -> None:
         checks.append(check.check_probe(name, config, device, warmup, steps))
         print(f"probe {name}: {'pass' if checks[-1].passed else 'FAIL'}", flush=True)
     speed_lines, ran = speed_section(args, device, iterations, size)
-    cholesky = check.cholesky_libraries(device, *args.cholesky, repeats)
+    batch, *sizes = args.cholesky
+    cholesky = {size: check.cholesky_libraries(device, batch, size, repeats) for size in sizes}
     cuda = device.type == "cuda"
     summary = [["probes trained" + (" under sync debug mode" if cuda else ""),
                 f"{sum(c.error is None for c in checks)} of {len(checks)}"],
                ["probes with at most one deliberate and no other sync per iteration (counted)",
                 f"{sum(c.passed for c in checks)} of {len(checks)}"],
                ["speed rows measured", f"{sum(ran)} of {len(ran)}"],
-               ["Cholesky libraries factor and agree", "yes" if check.libraries_agree(cholesky) else "NO"],
+               ["Cholesky libraries factor and agree",
+                "yes" if all(map(check.libraries_agree, cholesky.values())) else "NO"],
                ["peak memory per job", "recorded" if cuda else f"not applicable on {device.type}"]]
     lines = [f"# gpstudy GPU check ({'quick' if args.quick else 'full'}, device {device})", "",
              f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`", "",
              "## 1. Environment", "", *table(["", ""], [list(fact) for fact in facts]),
              *probe_section(checks, device, warmup, steps), *speed_lines,
-             *cholesky_section(cholesky, *args.cholesky), "## 5. Summary", "", *table(["check", "result"], summary)]
+             "## 4. Batched Cholesky", "",
+             "Each library via torch.backends.cuda.preferred_linalg_library (on the CPU: LAPACK alone), then "
+             "gpstudy.blocked's factor by halves, its leaves by the first library and the rest matrix products "
+             f"(whether it is faster than the library's is what this section tells). They agree when residual "
+             f"and difference are below {check.AGREEMENT:g}.", "",
+             *[line for size, rows in cholesky.items() for line in cholesky_section(rows, batch, size)],
+             "## 5. Summary", "", *table(["check", "result"], summary)]
     with atomic_path(args.out) as tmp:
         tmp.write_text("\n".join(lines))
     print(f"wrote {args.out}")

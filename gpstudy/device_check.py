@@ -4,9 +4,10 @@
 On CUDA, every probe (``gpstudy.training.probes``) trains under ``torch.cuda.set_sync_debug_mode("error")``
 after its warm-up, so that any host synchronisation other than the step's deliberate one
 (``gpstudy.host_sync.deliberate``) raises; its peak device memory is read; and a batched Cholesky
-factor is timed under cuSOLVER and MAGMA, which must agree. On the CPU the same functions run (what a
-machine without a GPU can check: synchronisations counted by dispatch, LAPACK's factor), and report
-the CUDA-only parts as not applicable.
+factor is timed under cuSOLVER and MAGMA and by ``gpstudy.blocked`` (products around the library's small
+factors: whether that pays on a GPU only a GPU can say), which must all agree. On the CPU the same
+functions run (what a machine without a GPU can check: synchronisations counted by dispatch, LAPACK's
+factor and the blocked one), and report the CUDA-only parts as not applicable.
 """
 
 import time
@@ -19,6 +20,7 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
+from gpstudy.blocked import blocked_cholesky_ex
 from gpstudy.devices import synchronize
 from gpstudy.host_sync import HostSyncCounter, in_package, place
 from gpstudy.training.probes import build_probe
@@ -119,7 +121,7 @@ def check_probe(name: str, config: dict, device: torch.device, warmup: int, step
 
 @dataclass(frozen=True)
 class CholeskyTiming:
-    """A batched Cholesky factor under one linear-algebra library."""
+    """A batched Cholesky factor under one linear-algebra library, or by blocks (:func:`blocked_form`)."""
 
     library: str
     seconds: float | None  # per factorization of the whole batch
@@ -135,25 +137,34 @@ def spd_batch(batch: int, size: int, device: torch.device) -> Tensor:
     return factors @ factors.mT / size + torch.eye(size, dtype=torch.float64, device=device)
 
 
+def blocked_form(library: str) -> str:
+    """The name of ``gpstudy.blocked``'s Cholesky factor, its leaves by ``library``, in a timing's row."""
+    return f"blocked ({library} leaves)"
+
+
 def cholesky_libraries(device: torch.device, batch: int, size: int, repeats: int) -> list[CholeskyTiming]:
     """Time ``torch.linalg.cholesky_ex`` of :func:`spd_batch` under each of :data:`CUDA_LIBRARIES` (on the
-    CPU: LAPACK alone) and compare the factors. The preferred library is restored afterwards."""
+    CPU: LAPACK alone), then ``gpstudy.blocked.blocked_cholesky_ex`` with its leaves by the first (the
+    study's cuSOLVER, ``gpstudy.devices.set_linalg_library``), and compare the factors. The preferred
+    library is restored afterwards."""
     matrices = spd_batch(batch, size, device)
     vector = draws.randn((size, 1), draws.new_generators([1], device)[0], matrices)
     target = matrices @ vector
     libraries = CUDA_LIBRARIES if device.type == "cuda" else (CPU_LIBRARY,)
+    forms = [(library, library, torch.linalg.cholesky_ex) for library in libraries]
+    forms.append((blocked_form(libraries[0]), libraries[0], blocked_cholesky_ex))
     previous = torch.backends.cuda.preferred_linalg_library()
     rows, first = [], None
     try:
-        for library in libraries:
+        for name, library, factorize in forms:
             try:
                 if device.type == "cuda":
                     torch.backends.cuda.preferred_linalg_library(library)
-                factor, info = torch.linalg.cholesky_ex(matrices)  # warm-up: workspace, kernels
+                factor, info = factorize(matrices)  # warm-up: workspace, kernels
                 synchronize(device)
                 tic = time.perf_counter()
                 for _ in range(repeats):
-                    factor, info = torch.linalg.cholesky_ex(matrices)
+                    factor, info = factorize(matrices)
                 synchronize(device)
                 seconds = (time.perf_counter() - tic) / repeats
                 if info.any():
@@ -162,9 +173,9 @@ def cholesky_libraries(device: torch.device, batch: int, size: int, repeats: int
                             / target.norm(dim=(-2, -1))).max().item()
                 first = factor if first is None else first
                 difference = ((factor - first).abs().max() / first.abs().max()).item()
-                rows.append(CholeskyTiming(library, seconds, residual, difference, None))
+                rows.append(CholeskyTiming(name, seconds, residual, difference, None))
             except Exception as caught:  # a library missing from the build is a result
-                rows.append(CholeskyTiming(library, None, None, None, describe(caught)))
+                rows.append(CholeskyTiming(name, None, None, None, describe(caught)))
     finally:
         torch.backends.cuda.preferred_linalg_library(previous)
     return rows
@@ -194,5 +205,6 @@ def environment(device: torch.device, repeats: int = 5) -> list[tuple[str, str]]
 
 
 def libraries_agree(rows: list[CholeskyTiming]) -> bool:
-    """Every library factored the batch, each factor solves its matrices and matches the first one's."""
+    """Every library and the blocked form factored the batch, each factor solves its matrices and matches
+    the first one's."""
     return all(row.error is None and row.residual < AGREEMENT and row.difference < AGREEMENT for row in rows)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gpstudy import numerics
+from gpstudy import blocked, numerics
 from gpstudy.host_sync import deliberate
 
 logger = logging.getLogger(__name__)
@@ -186,7 +186,7 @@ def cholesky(matrix: Tensor) -> Tensor:
     Args:
         matrix: symmetric ``[..., n, n]``.
     """
-    factor, info = torch.linalg.cholesky_ex(matrix)
+    factor, info = blocked.cholesky_ex(matrix)
     if _deferred:
         _deferred[-1].infos.append(info)
         return factor
@@ -204,14 +204,14 @@ def cholesky(matrix: Tensor) -> Tensor:
             logger.warning("Cholesky of %d of %d matrices (%d x %d) failed; retrying them with jitter %.1e",
                            int(retry.sum()), retry.numel(), size, size, tried)
             jitter = torch.where(retry, tried, jitter)
-            retry = (torch.linalg.cholesky_ex(add_diagonal(matrix.detach(), jitter))[1] > 0) & ~lost
+            retry = (blocked.cholesky_ex(add_diagonal(matrix.detach(), jitter))[1] > 0) & ~lost
         failed = retry | lost
     if failed.all():
         reason = f"even with jitter {tried:.1e}" if tried else "(non-finite entries)"
         raise CholeskyError(f"Cholesky of a {size} x {size} matrix failed {reason}")
     eye = torch.eye(size, dtype=matrix.dtype, device=matrix.device)
     stand_in = torch.where(failed[..., None, None], eye, add_diagonal(matrix, jitter))  # finite gradients
-    factor = torch.linalg.cholesky_ex(stand_in)[0]
+    factor = blocked.cholesky_ex(stand_in)[0]
     return torch.where(failed[..., None, None], torch.nan, factor)
 
 
@@ -232,7 +232,7 @@ def _half_log_det(chol: Tensor) -> Tensor:
 
 def solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:
     """L^-1 rhs for a lower-triangular ``[..., n, n]`` L and ``[..., n, k]`` rhs."""
-    return torch.linalg.solve_triangular(chol, rhs, upper=False)
+    return blocked.solve_triangular(chol, rhs, upper=False)
 
 
 def inverse_from_scale_tril(chol: Tensor) -> Tensor:
@@ -240,7 +240,7 @@ def inverse_from_scale_tril(chol: Tensor) -> Tensor:
     (``torch.cholesky_inverse``, 2 n^3 / 3); on any other device :func:`inverse_by_products` (on CUDA
     ``cholesky_inverse`` is a potrs of the identity, 2 n^3 at factorization rate; ``meta`` is where
     ``benchmarks/gpu_estimate.py`` counts a GPU's work)."""
-    if chol.device.type == "cpu":
+    if blocked.library_device(chol):
         return torch.cholesky_inverse(chol)
     return inverse_by_products(chol)
 
@@ -319,7 +319,7 @@ class _CovarianceKL(torch.autograd.Function):
             whitened_scale = solve_lower(chol_p, chol_q)  # A = L_p^-1 L_q
             whitened_mean = solve_lower(chol_p, difference)  # w = L_p^-1 d
             trace = whitened_scale.square().sum((-2, -1))
-            alpha = torch.linalg.solve_triangular(chol_p.mT, whitened_mean, upper=True)  # L_p^-T w = S_p^-1 d
+            alpha = blocked.solve_triangular(chol_p.mT, whitened_mean, upper=True)  # L_p^-T w = S_p^-1 d
         quadratic = trace + (difference * alpha).sum((-2, -1))
         ctx.save_for_backward(chol_q, chol_p, precision_p, whitened_scale, whitened_mean, alpha)
         return 0.5 * (quadratic - mean_q.shape[-1]) + _half_log_det(chol_p) - _half_log_det(chol_q)
@@ -337,8 +337,8 @@ class _CovarianceKL(torch.autograd.Function):
             grad_cov_p = scale * (precision_p - spread)
         elif ctx.needs_input_grad[3]:  # L_p^-T (I - A A^T - w w^T) L_p^-1
             inner = add_diagonal(-_symmetric_product(whitened_scale) - whitened_mean @ whitened_mean.mT, 1.0)
-            left = torch.linalg.solve_triangular(chol_p.mT, inner, upper=True)  # L_p^-T (...)
-            grad_cov_p = scale * torch.linalg.solve_triangular(chol_p, left, upper=False, left=False)
+            left = blocked.solve_triangular(chol_p.mT, inner, upper=True)  # L_p^-T (...)
+            grad_cov_p = scale * blocked.solve_triangular(chol_p, left, upper=False, left=False)
         return grad_mean, grad_cov_q, -grad_mean, grad_cov_p
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gpstudy import device_check as check
+from gpstudy import device_check as check, numerics
 from gpstudy.training import probes
 from gpstudy.training.probes import PROBES
 
@@ -50,11 +50,18 @@ def test_a_crashing_probe_is_recorded_not_raised(study_config, planted):
     assert not result.passed
 
 
-def test_cholesky_on_the_cpu_is_lapack_and_solves_its_matrices():
-    rows = check.cholesky_libraries(CPU, batch=3, size=40, repeats=1)
-    assert [row.library for row in rows] == ["lapack"] and rows[0].error is None
-    assert rows[0].residual < 1e-13 and check.libraries_agree(rows)
+def test_cholesky_on_the_cpu_is_lapack_and_the_blocked_form_and_both_solve_their_matrices():
+    rows = check.cholesky_libraries(CPU, batch=3, size=numerics.FACTOR_BLOCK + 40, repeats=1)  # one split in halves
+    assert [row.library for row in rows] == ["lapack", "blocked (lapack leaves)"]
+    assert all(row.error is None and row.residual < 1e-13 and row.seconds > 0 for row in rows)
+    assert rows[1].difference < 1e-13 and check.libraries_agree(rows)
     assert not check.libraries_agree([rows[0], check.CholeskyTiming("magma", None, None, None, "RuntimeError")])
+
+
+def test_a_blocked_factor_that_differs_from_the_library_s_disagrees(monkeypatch):
+    monkeypatch.setattr(check, "blocked_cholesky_ex", lambda matrices: torch.linalg.cholesky_ex(1.01 * matrices))
+    rows = check.cholesky_libraries(CPU, batch=2, size=30, repeats=1)
+    assert rows[1].difference > 1e-3 and not check.libraries_agree(rows)
 
 
 def test_spd_batch_gives_each_matrix_its_own_generator_and_is_positive_definite():
@@ -94,7 +101,7 @@ def test_peak_memory_sees_an_allocation_after_its_reset():
 def test_cusolver_and_magma_agree_on_a_batched_cholesky():
     before = torch.backends.cuda.preferred_linalg_library()
     rows = check.cholesky_libraries(torch.device("cuda"), batch=20, size=1000, repeats=1)
-    assert [row.library for row in rows] == list(check.CUDA_LIBRARIES)
+    assert [row.library for row in rows] == [*check.CUDA_LIBRARIES, check.blocked_form(check.CUDA_LIBRARIES[0])]
     assert check.libraries_agree(rows), rows
     assert torch.backends.cuda.preferred_linalg_library() == before
 

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from gpstudy import generators as draws
+from gpstudy import blocked, generators as draws
 from gpstudy.gaussian import (active_factor_checks, gram, jittered_scale_tril, kernel_scale_tril,
                               kl_to_standard_normal, raw_scale_tril, scale_tril)
 from gpstudy.kmeans import kmeans
@@ -185,7 +185,7 @@ class SVGP(Method):
     def marginals(self, x: Tensor, prior_scale_tril: Tensor, cross_covariance: Tensor) -> tuple[Tensor, Tensor]:
         """``predict_f`` from L_Z and K_Zx: with A = L_Z^-1 K_Zx, mean A^T m, variance k_xx - |A|^2 + |S^T A|^2
         (column norms), per class."""
-        projection = torch.linalg.solve_triangular(prior_scale_tril, cross_covariance, upper=False)
+        projection = blocked.solve_triangular(prior_scale_tril, cross_covariance, upper=False)
         prior_variance = self.kernel(x, diag=True)
         if self.latent_dim > 1:  # one class dimension in front of the points, shared by the classes
             projection, prior_variance = projection.unsqueeze(-3), prior_variance.unsqueeze(-2)
@@ -203,10 +203,10 @@ class SVGP(Method):
         (Hensman et al. 2013, eq. 4's trace terms summed over the batch), where A A^T = L_Z^-1 K_Zx K_xZ L_Z^-T
         takes one Gram product of K_Zx and triangular solves of M x M matrices: with the backward, 4 M^2 n
         multiply-adds of n-sized products against ``marginals``'s 10. The mean is K_xZ L_Z^-T m."""
-        coefficients = torch.linalg.solve_triangular(prior_scale_tril.mT, self.q_mean.unsqueeze(-1), upper=True)
+        coefficients = blocked.solve_triangular(prior_scale_tril.mT, self.q_mean.unsqueeze(-1), upper=True)
         mean = (cross_covariance.mT @ coefficients).squeeze(-1)
-        left = torch.linalg.solve_triangular(prior_scale_tril, gram(cross_covariance), upper=False)  # L^-1 Psi
-        projected = torch.linalg.solve_triangular(prior_scale_tril, left.mT, upper=False)  # A A^T
+        left = blocked.solve_triangular(prior_scale_tril, gram(cross_covariance), upper=False)  # L^-1 Psi
+        projected = blocked.solve_triangular(prior_scale_tril, left.mT, upper=False)  # A A^T
         q_scale_tril = self.q_scale_tril
         trace = (((projected @ q_scale_tril) * q_scale_tril).sum((-2, -1))  # tr(S^T A A^T S)
                  - projected.diagonal(dim1=-2, dim2=-1).sum(-1))
