@@ -87,7 +87,7 @@ def test_a_signalled_train_checkpoints_exits_for_a_rerun_which_resumes_to_the_sa
 SIGNALLED_TWICE = """
 import logging, os, signal, sys, time
 from pathlib import Path
-import gpstudy.training.checkpoint as checkpoint
+import gpstudy.checkpoint as checkpoint
 from gpstudy.data import load_split
 from gpstudy.study import load_config, run_settings
 from gpstudy.training import train_splits
