@@ -136,21 +136,25 @@ def toy_split(path: Path) -> None:
 
 
 PRETRAIN_ITERATIONS = 300  # of a few ms each: a second or more of pretraining, far more than the signal takes
-PRETRAINED = {"dataset": "mine", "protocol": "random", "split": 0}  # the wildcards of the pretraining job
+STOPPED, TWIN = ({"dataset": name, "protocol": "random", "split": 0} for name in ("stopped", "twin"))  # their jobs
 
 
 def pretraining_workflow(workdir: Path) -> list[str]:
-    """A work folder whose config pretrains the user data set ``mine`` (PRETRAIN_ITERATIONS steps), with its
-    split 0 made by hand; the Snakemake command that runs its pretrain rule alone."""
-    toy_split(workdir / paths.SPLIT.format(**PRETRAINED))
-    options = {"source": {"file": "mine.csv", "sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression",
-               "pretrain": True, "pretrain_iterations": PRETRAIN_ITERATIONS}
+    """A work folder whose config pretrains two user data sets, ``stopped`` and ``twin``, alike
+    (PRETRAIN_ITERATIONS steps) on the same split 0, made by hand; the Snakemake command that runs the two
+    pretrain jobs alone, each whatever becomes of the other (``--keep-going``)."""
+    options = {"format": "csv", "target": -1, "task": "regression", "pretrain": True,
+               "pretrain_iterations": PRETRAIN_ITERATIONS}
+    for job in (STOPPED, TWIN):
+        toy_split(workdir / paths.SPLIT.format(**job))
     (workdir / "config.yaml").write_text(yaml.safe_dump({
-        "datasets": ["mine"], "splits": 1, "device": "cpu", "dataset_options": {"mine": options},
-        "experiments": {"mine": {"datasets": ["mine"], "methods": {"svgp": [5]}}}}))
+        "datasets": ["stopped", "twin"], "splits": 1, "device": "cpu",
+        "dataset_options": {job["dataset"]: {"source": {"file": "data.csv", "sha256": "0" * 64}, **options}
+                            for job in (STOPPED, TWIN)},
+        "experiments": {"pretrained": {"datasets": ["stopped", "twin"], "methods": {"svgp": [5]}}}}))
     return [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile",
-            str(workdir / "config.yaml"), "--cores", "1", "--allowed-rules", "pretrain", "--",
-            paths.PRETRAINED.format(**PRETRAINED)]
+            str(workdir / "config.yaml"), "--cores", "1", "--allowed-rules", "pretrain", "--keep-going", "--",
+            *(paths.PRETRAINED.format(**job) for job in (STOPPED, TWIN))]
 
 
 def job_pid(log: Path) -> int | None:
@@ -168,14 +172,15 @@ def catches(pid: int, number: signal.Signals) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads signal handlers from Linux's /proc")
 def test_a_signalled_pretraining_job_checkpoints_exits_for_a_rerun_which_resumes_to_the_same_numbers(tmp_path):
     """The pretrain rule's job sent SIGTERM while it pretrains (its handler installed: the loop runs) checkpoints and
-    exits 75; Snakemake's rerun resumes it at the next iteration, to the hyperparameters of an uninterrupted run."""
+    exits 75; Snakemake's rerun resumes it at the next iteration, to the hyperparameters of an uninterrupted run:
+    its twin's, the same pretraining on the same split, run meanwhile by the same Snakemake."""
     command = pretraining_workflow(tmp_path)
-    log = tmp_path / "logs/pretrain/mine/random/split0.log"
-    checkpoint, output = (tmp_path / pattern.format(**PRETRAINED) for pattern in (paths.PRETRAIN_CHECKPOINT,
-                                                                                   paths.PRETRAINED))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    log = tmp_path / "logs/pretrain/stopped/random/split0.log"
+    checkpoint, output = (tmp_path / pattern.format(**STOPPED) for pattern in (paths.PRETRAIN_CHECKPOINT,
+                                                                                paths.PRETRAINED))
     with open(tmp_path / "first.log", "w") as stderr:
-        snakemake = subprocess.Popen(command, cwd=tmp_path, stdout=stderr, stderr=stderr, env=env)
+        snakemake = subprocess.Popen(command, cwd=tmp_path, stdout=stderr, stderr=stderr,
+                                     env={**os.environ, "PYTHONPATH": str(REPO)})
         try:
             wait_for(lambda: job_pid(log) is not None, snakemake, "the pretraining job's start")
             wait_for(lambda: catches(job_pid(log), signal.SIGTERM), snakemake, "pretraining under way")
@@ -191,14 +196,11 @@ def test_a_signalled_pretraining_job_checkpoints_exits_for_a_rerun_which_resumes
     assert torch.load(checkpoint, weights_only=True)["step"] == logged[0] and not output.exists()
 
     assert run(command, tmp_path, tmp_path / "rerun.log") == 0, (tmp_path / "rerun.log").read_text()
-    resumed_at = f"resumed from {paths.PRETRAIN_CHECKPOINT.format(**PRETRAINED)} at iteration {logged[0] + 1}"
-    assert log.read_text().count(resumed_at) == 1 and not checkpoint.exists()
-    resumed = json.loads(output.read_text())
-
-    output.unlink()  # the job again, uninterrupted: pretrained afresh (no checkpoint left)
-    assert run(command, tmp_path, tmp_path / "uninterrupted.log") == 0
-    assert log.read_text().count("resumed from") <= 1
-    assert json.loads(output.read_text()) == resumed  # bit for bit: the same steps on the same device
+    resumed_at = f"resumed from {paths.PRETRAIN_CHECKPOINT.format(**STOPPED)} at iteration {logged[0] + 1}"
+    assert resumed_at in log.read_text() and not checkpoint.exists()
+    uninterrupted = tmp_path / paths.PRETRAINED.format(**TWIN)
+    assert "resumed from" not in (tmp_path / "logs/pretrain/twin/random/split0.log").read_text()
+    assert json.loads(output.read_text()) == json.loads(uninterrupted.read_text())  # bit for bit: the same steps
 
 
 PRETRAINING_SIGNALLED_TWICE = """
