@@ -28,6 +28,7 @@ RAW_MANIFEST = "data/raw/{dataset}/files_{protocol}.json"  # checksums of the fe
 TABLE = "data/tables/{dataset}_{protocol}.npz"  # the whole data set as read from its raw files
 SPLIT = "data/splits/{dataset}/{protocol}/split{split}.npz"  # one standardized train/test split
 PRETRAINED = "results/pretrain/{dataset}/{protocol}/split{split}.json"  # exact-GP hyperparameters
+PRETRAIN_CHECKPOINT = PRETRAINED.removesuffix(".json") + ".checkpoint.pt"  # a signalled pretraining's state
 BATCH = "results/{experiment}/{dataset}/{method}/M{M}/splits{splits}"  # one training job: splits trained together
 SPLIT_FOLDER = "split{split}"  # one split's run folder, inside its job's folder
 RUN = BATCH + "/" + SPLIT_FOLDER + "/metrics.json"  # one split's run

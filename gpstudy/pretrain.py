@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
+from gpstudy.checkpoint import load, remove_partial_writes, save
 from gpstudy.gaussian import positive
 from gpstudy.io import read_json
 from gpstudy.kernels import Kernel
@@ -30,6 +31,8 @@ def pretrain_hyperparameters(
     iterations: int,
     lr: float,
     generators: draws.Generators,
+    checkpoint: Path | None = None,
+    fingerprint: str = "",
 ) -> Tensor:
     """Fit kernel and noise in place by Adam on -LML / n of a random subset (STUDY.md, appendix B.2); return
     the objective ``[*batch]`` of the last step (before its update), unread: no host synchronisation.
@@ -47,22 +50,49 @@ def pretrain_hyperparameters(
         iterations: Adam steps (``pretrain_iterations``).
         lr: Adam learning rate (``pretrain_lr``).
         generators: draw the subsets (one generator per split).
+        checkpoint: where a signal's stop saves the state (parameters, Adam's moments and step counts, the
+            iteration, the subsets, the generators), and which is resumed from when present: to the same
+            numbers as an uninterrupted run. Written only on a signal, synchronously and atomically
+            (:func:`gpstudy.checkpoint.save`): pretraining is a minute or less at the study's sizes, shorter
+            than training's periodic interval. The caller removes it once pretraining is done.
+        fingerprint: what the pretraining is (settings, splits, code); a checkpoint saved under another
+            is discarded with a warning, never resumed (:func:`gpstudy.checkpoint.load`).
 
     Raises:
         gpstudy.stopping.Stopped: SIGTERM or SIGUSR1 came (a cluster's time limit or preemption, ``kill``):
-            it ends the step and stops; pretraining keeps no checkpoint (a minute or less at the study's sizes).
+            it ends the step, writes ``checkpoint`` and logs "checkpointed at iteration k on SIGTERM"
+            (without a checkpoint it just stops: its rerun starts again).
     """
-    subset = draws.randperm(x.shape[-2], generators, x.device)[..., :subset_size]
-    x_subset, y_subset = draws.take_rows(x, subset), draws.take_rows(y, subset)
     optimizer = adam([*kernel.parameters(), *likelihood.parameters()], lr, x.device)
-    with stop_signals() as stop, Progress("pretraining", iterations, log) as progress:
-        for step in range(1, iterations + 1):
+    state = load(checkpoint, fingerprint, x.device) if checkpoint is not None else None
+    if state is None:
+        start, subset = 1, draws.randperm(x.shape[-2], generators, x.device)[..., :subset_size]
+    else:
+        kernel.load_state_dict(state["kernel"])
+        likelihood.load_state_dict(state["likelihood"])
+        optimizer.load_state_dict(state["optimizer"])
+        draws.set_state(generators, state["generators"])  # ending as an uninterrupted run's (the steps draw none)
+        start, subset = state["step"] + 1, state["subset"]
+        log.info("resumed from %s at iteration %d", checkpoint, start)
+    if checkpoint is not None:
+        remove_partial_writes(checkpoint)
+    x_subset, y_subset = draws.take_rows(x, subset), draws.take_rows(y, subset)
+    # the checkpoint is written inside: a second signal during the write is only recorded
+    with stop_signals() as stop, Progress("pretraining", iterations, log, start) as progress:
+        for step in range(start, iterations + 1):
             objective = optimizer_step(optimizer, lambda: negative_lml_per_point(x_subset, y_subset, kernel,
                                                                                  likelihood), generators)
             progress.step(step)  # the host's clock alone: no device read
-            if stop and step < iterations:  # no checkpoint: pretraining is short, its rerun starts it again
-                message = f"pretraining stopped at iteration {step} on {stop.name}, no checkpoint"
-                log.info("%s; exit status %d: rerun to start it again", message, RERUN_STATUS)
+            if stop and step < iterations:  # a signal (gpstudy.stopping): save this step's state, then exit
+                if checkpoint is None:
+                    message = f"pretraining stopped at iteration {step} on {stop.name}, no checkpoint"
+                    log.info("%s; exit status %d: rerun to start it again", message, RERUN_STATUS)
+                    raise Stopped(message)
+                save(checkpoint, {"kernel": kernel.state_dict(), "likelihood": likelihood.state_dict(),
+                                  "optimizer": optimizer.state_dict(), "generators": draws.get_state(generators),
+                                  "subset": subset, "step": step, "fingerprint": fingerprint})
+                message = f"checkpointed at iteration {step} on {stop.name}"
+                log.info("%s; exit status %d: rerun to resume", message, RERUN_STATUS)
                 raise Stopped(message)
     return objective.detach()
 

@@ -3,9 +3,10 @@
 SLURM sends SIGTERM to a job at its time limit, on ``scancel`` and on a preemption, then SIGKILL
 ``KillWait`` seconds later; ``profiles/slurm`` asks for SIGTERM ahead of the limit too (``--signal``), and
 a workstation's shutdown or ``kill <pid>`` sends SIGTERM; SIGUSR1 is what other setups send as the warning.
-While a training loop runs, :func:`stop_signals` turns either signal into a request the loop reads once per
-step (a Python attribute: no work in the handler, no device read); the loop then finishes its step, writes
-its checkpoint synchronously and raises :class:`Stopped`, which ends the process with :data:`RERUN_STATUS`.
+While a training or pretraining loop runs, :func:`stop_signals` turns either signal into a request the loop
+reads once per step (a Python attribute: no work in the handler, no device read); the loop then finishes its
+step, writes its checkpoint synchronously and raises :class:`Stopped`, which ends the process with
+:data:`RERUN_STATUS`.
 """
 
 import contextlib

@@ -8,6 +8,7 @@ rule pretrain:
         paths.PRETRAINED,
     params:
         settings=pretrain_settings_params,
+        checkpoint=paths.PRETRAIN_CHECKPOINT,
     threads: 1
     resources:
         gpu=pretrain_gpus,

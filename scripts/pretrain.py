@@ -1,6 +1,7 @@
 """Rule pretrain: exact-GP hyperparameters of one split."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -17,4 +18,5 @@ torch.set_num_threads(snakemake.threads)
 split = int(snakemake.wildcards.split)
 read = snakemake.params.settings  # what pretraining reads, its device as Snakemake's process resolved it
 settings = replace(exact_gp_settings(snakemake.config, snakemake.wildcards.dataset, device=read["device"]), **read)
-write_json(snakemake.output[0], pretrain_splits({split: load_split(snakemake.input[0])}, settings)[split])
+splits = {split: load_split(snakemake.input[0])}
+write_json(snakemake.output[0], pretrain_splits(splits, settings, Path(snakemake.params.checkpoint))[split])

@@ -205,3 +205,24 @@ def recorded_signals() -> list[int]:
     yield received
     for number, handler in before.items():
         signal.signal(number, handler)
+
+
+@pytest.fixture
+def pretraining_steps(monkeypatch):
+    """``pretraining_steps(sigterm_at=None)``: a list that counts pretraining's optimizer steps from now on;
+    SIGTERM is raised in this process during step ``sigterm_at`` (use with ``recorded_signals``)."""
+    import gpstudy.optim
+    import gpstudy.pretrain
+
+    def count(sigterm_at: int | None = None) -> list[int]:
+        steps = []
+
+        def step(*args, **kwargs):
+            steps.append(len(steps) + 1)
+            if len(steps) == sigterm_at:
+                signal.raise_signal(signal.SIGTERM)
+            return gpstudy.optim.optimizer_step(*args, **kwargs)
+
+        monkeypatch.setattr(gpstudy.pretrain, "optimizer_step", step)
+        return steps
+    return count

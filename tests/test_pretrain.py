@@ -1,6 +1,7 @@
 """Hyperparameter pretraining on the exact marginal likelihood, and the JSON round trip."""
 
 import json
+import logging
 import signal
 
 import pytest
@@ -94,18 +95,9 @@ def test_a_pretraining_iteration_synchronises_with_the_host_once():
     assert counter.unexpected() == [] and len(counter.events) == 5, counter.summary()
 
 
-def test_pretraining_stops_at_its_step_on_a_signal_and_restores_the_handlers(monkeypatch, recorded_signals):
-    import gpstudy.pretrain as pretrain
-
-    real_step, steps = pretrain.optimizer_step, []
-
-    def step(*args, **kwargs):  # SIGTERM arrives during step 3
-        steps.append(1)
-        if len(steps) == 3:
-            signal.raise_signal(signal.SIGTERM)
-        return real_step(*args, **kwargs)
-
-    monkeypatch.setattr(pretrain, "optimizer_step", step)
+def test_pretraining_without_a_checkpoint_stops_at_its_step_on_a_signal_and_restores_the_handlers(
+        pretraining_steps, recorded_signals):
+    steps = pretraining_steps(sigterm_at=3)
     x = torch.linspace(-1, 1, 20, dtype=DTYPE)[:, None]
     with pytest.raises(Stopped, match="^pretraining stopped at iteration 3 on SIGTERM, no checkpoint$") as stopped:
         pretrain_hyperparameters(x, torch.sin(3 * x[:, 0]), RBF(1), GaussianLikelihood(0.1),
@@ -114,3 +106,35 @@ def test_pretraining_stops_at_its_step_on_a_signal_and_restores_the_handlers(mon
     assert recorded_signals == []
     signal.raise_signal(signal.SIGTERM)
     assert recorded_signals == [signal.SIGTERM]  # the handler of before is back
+
+
+def test_a_signalled_pretraining_checkpoints_and_resumes_to_an_uninterrupted_runs_numbers(
+        tmp_path, caplog, pretraining_steps, recorded_signals):
+    """The checkpoint holds all that later steps read (parameters, Adam's moments and step counts, each
+    split's subset) and the generators: a batch of two splits resumed after step 5 ends bit for bit as
+    uninterrupted."""
+    x, y = draw_from_a_known_gp(40)
+    x, y = torch.stack([x, -x]), torch.stack([y, y.flip(0)])
+    checkpoint = tmp_path / "c.pt"
+    caplog.set_level(logging.INFO, logger="gpstudy")
+
+    def pretrain(saved_to):
+        kernel, likelihood = build_kernel("rbf", 1, {}, DTYPE, (2,)), GaussianLikelihood(0.1, batch_shape=(2,))
+        generators = [torch.Generator().manual_seed(seed) for seed in (0, 1)]
+        objective = pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=30, iterations=12, lr=0.05,
+                                             generators=generators, checkpoint=saved_to, fingerprint="run")
+        return hyperparameters_to_dict(kernel, likelihood), objective.tolist(), [g.get_state() for g in generators]
+
+    uninterrupted = pretrain(None)
+    steps = pretraining_steps(sigterm_at=5)
+    with pytest.raises(Stopped, match="^checkpointed at iteration 5 on SIGTERM$") as stopped:
+        pretrain(checkpoint)
+    assert stopped.value.code == RERUN_STATUS and len(steps) == 5 and recorded_signals == []
+    assert "checkpointed at iteration 5 on SIGTERM; exit status 75: rerun to resume" in caplog.messages
+    assert torch.load(checkpoint, weights_only=True)["step"] == 5
+
+    steps = pretraining_steps()
+    hyperparameters, objective, generators = pretrain(checkpoint)
+    assert f"resumed from {checkpoint} at iteration 6" in caplog.messages and len(steps) == 7
+    assert (hyperparameters, objective) == uninterrupted[:2]  # bit for bit: the same steps on the same device
+    assert all(torch.equal(state, expected) for state, expected in zip(generators, uninterrupted[2]))

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
+from gpstudy.checkpoint import Checkpointer, load
 from gpstudy.devices import synchronize
 from gpstudy.methods import Method, compile_problem
 from gpstudy.optim import adam, optimizer_step
@@ -17,7 +18,6 @@ from gpstudy.pretrain import readable_hyperparameters
 from gpstudy.progress import Progress, format_values
 from gpstudy.stopping import RERUN_STATUS, Stopped, stop_signals
 from gpstudy.study.settings import SettingsError
-from gpstudy.training.checkpoint import Checkpointer, load
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def fit(
         evaluate: test metrics ``[*batch]`` of the current state (must draw no randomness).
         eval_every: iterations between evaluations; the last iteration is always evaluated.
         checkpoint: file holding the latest state; loaded if present, written (by a background thread,
-            while training goes on: :class:`~gpstudy.training.checkpoint.Checkpointer`) after every
+            while training goes on: :class:`~gpstudy.checkpoint.Checkpointer`) after every
             ``checkpoint_every``-th iteration and whenever ``checkpoint_minutes`` of wall clock have
             passed since the last one (None: not by that rule). Resuming gives the same numbers as an
             uninterrupted run. A checkpoint that cannot be written fails the run. With a checkpoint,

@@ -92,15 +92,21 @@ def _check_equal_sizes(splits: dict[int, Split]) -> None:
                          "(train them in separate batches: splits_per_job: 1)")
 
 
-def pretrain_splits(splits: dict[int, Split], settings: RunSettings) -> dict[int, dict]:
+def pretrain_splits(splits: dict[int, Split], settings: RunSettings, checkpoint: Path | None = None
+                    ) -> dict[int, dict]:
     """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch; of
-    ``settings`` it reads ``PRETRAINING_READS`` alone."""
+    ``settings`` it reads ``PRETRAINING_READS`` alone. Stopped by a signal, it saves its state to
+    ``checkpoint`` (when given), from which a rerun resumes (:func:`gpstudy.pretrain.pretrain_hyperparameters`;
+    a checkpoint of other settings, splits or code is discarded); the checkpoint is removed once it is done."""
     problem = SplitsProblem(splits, settings, None)
     objective = pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
                                          subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,
-                                         lr=settings.pretrain_lr, generators=problem.generators)
+                                         lr=settings.pretrain_lr, generators=problem.generators, checkpoint=checkpoint,
+                                         fingerprint=pretraining_fingerprint(settings, splits))
     log.info("pretraining done: %s", format_values({"objective": objective.tolist(),
                                                     **readable_hyperparameters(problem.kernel, problem.likelihood)}))
+    if checkpoint is not None:
+        checkpoint.unlink(missing_ok=True)
     return dict(zip(splits, unstack_hyperparameters(hyperparameters_to_dict(problem.kernel, problem.likelihood))))
 
 
@@ -211,9 +217,21 @@ def run_fingerprint(settings: RunSettings, splits: dict[int, Split], hyperparame
     """What a checkpoint belongs to: the settings (the device by its type: a rerun on another GPU of the
     same kind resumes; not when checkpoints are taken, which changes no number), the splits' data, the
     starting hyperparameters and the package's code."""
-    described = {**asdict(settings), "device": settings.torch_device().type}
+    described = asdict(settings)
     for schedule in CHECKPOINT_SCHEDULE:
         described.pop(schedule)
+    return _fingerprint(described, settings, splits, hyperparameters)
+
+
+def pretraining_fingerprint(settings: RunSettings, splits: dict[int, Split]) -> str:
+    """What a pretraining checkpoint belongs to: :func:`run_fingerprint` with the settings pretraining reads
+    (``PRETRAINING_READS``) alone."""
+    return _fingerprint({key: getattr(settings, key) for key in PRETRAINING_READS}, settings, splits, None)
+
+
+def _fingerprint(described: dict, settings: RunSettings, splits: dict[int, Split],
+                 hyperparameters: dict[int, dict] | None) -> str:
+    described = {**described, "device": settings.torch_device().type}
     return json.dumps({"settings": described, "splits": {s: _digest(split) for s, split in splits.items()},
                        "hyperparameters": hyperparameters, "code": source_digest()}, sort_keys=True, default=str)
 

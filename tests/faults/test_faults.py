@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
+from gpstudy.checkpoint import CheckpointError
 from gpstudy.cli import main
 from gpstudy.data import (ChecksumError, DataError, FetchError, Split, fetch_dataset, get_dataset, load_split,
                           load_table, prepare_split, prepare_table, save_split)
@@ -26,7 +27,6 @@ from gpstudy.io import UnreadableFileError, read_json
 from gpstudy.results import collect_runs
 from gpstudy.study import ConfigError, validate_config
 from gpstudy.training import run_splits, train_splits
-from gpstudy.training.checkpoint import CheckpointError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,7 +104,7 @@ def test_a_corrupt_checkpoint_fails_the_job_and_names_the_file(tmp_path, setting
 KILLED_WHILE_WRITING = """
 import os, signal, sys
 from pathlib import Path
-import gpstudy.training.checkpoint as checkpoint
+import gpstudy.checkpoint as checkpoint
 from gpstudy.data import load_split
 from gpstudy.study import load_config, run_settings
 from gpstudy.training import train_splits

@@ -1,21 +1,25 @@
 """What a checkpoint belongs to (a rerun on another GPU of the same kind resumes; another device type does
 not), and what a run records of its data."""
 
+import logging
 from dataclasses import fields, replace
 
 import numpy as np
+import pytest
 import torch
 
 import gpstudy.training.run as run_module
 from gpstudy.data import Split
 from gpstudy.gaussian import CholeskyError
 from gpstudy.io import read_json
+from gpstudy.stopping import Stopped
 from gpstudy.study import RunSettings
-from gpstudy.training.run import PRETRAINING_READS, pretrain_splits, run_fingerprint, run_splits, train_splits
+from gpstudy.training.run import (PRETRAINING_READS, pretrain_splits, pretraining_fingerprint, run_fingerprint,
+                                  run_splits, train_splits)
 
 
-def split() -> Split:
-    rng = np.random.default_rng(0)
+def split(seed: int = 0) -> Split:
+    rng = np.random.default_rng(seed)
     return Split(x_train=rng.normal(size=(8, 2)), y_train=rng.normal(size=8), x_test=rng.normal(size=(4, 2)),
                  y_test=rng.normal(size=4), x_mean=np.zeros(2), x_std=np.ones(2), y_mean=0.0, y_std=1.0)
 
@@ -89,3 +93,30 @@ def test_pretraining_reads_no_setting_beyond_its_params(settings_for):
     assert all(getattr(settings, key) != value for key, value in others.items())
     assert pretrain_splits({0: split()}, replace(settings, **others)) == pretrain_splits({0: split()}, settings)
     assert pretrain_splits({0: split()}, replace(settings, pretrain_lr=0.2)) != pretrain_splits({0: split()}, settings)
+    fingerprint = pretraining_fingerprint(settings, {0: split()})  # what its checkpoint belongs to: the same
+    assert pretraining_fingerprint(replace(settings, **others), {0: split()}) == fingerprint
+    assert pretraining_fingerprint(replace(settings, pretrain_lr=0.2), {0: split()}) != fingerprint
+
+
+@pytest.mark.parametrize("stopped", ["itself", "split 1", "other data", "pretrain_lr 0.2"])
+def test_pretraining_resumes_from_its_own_checkpoint_alone_and_removes_it_when_done(
+        stopped, settings_for, tmp_path, caplog, pretraining_steps, recorded_signals):
+    """Split 0 pretrained with the checkpoint a stopped pretraining left: its own is resumed; one of another split
+    index (its own seed), data or setting is discarded with a warning, never resumed; either way the numbers
+    are an uninterrupted run's, and the checkpoint is gone once pretraining is done."""
+    settings, checkpoint = settings_for("exact", 1, pretrain_iterations=8, pretrain_subset=6), tmp_path / "c.pt"
+    fresh = pretrain_splits({0: split()}, settings)
+    splits, changed = {"split 1": ({1: split()}, settings), "other data": ({0: split(seed=1)}, settings),
+                       "pretrain_lr 0.2": ({0: split()}, replace(settings, pretrain_lr=0.2))
+                       }.get(stopped, ({0: split()}, settings))
+    pretraining_steps(sigterm_at=3)
+    with pytest.raises(Stopped, match="^checkpointed at iteration 3 on SIGTERM$"):
+        pretrain_splits(splits, changed, checkpoint)
+    caplog.set_level(logging.INFO, logger="gpstudy")
+    steps = pretraining_steps()
+    assert pretrain_splits({0: split()}, settings, checkpoint) == fresh
+    resumed = f"resumed from {checkpoint} at iteration 4" in caplog.messages
+    discarded = f"checkpoint {checkpoint} belongs to other settings, splits, start or code: discarded, starting afresh"
+    assert (resumed, discarded in caplog.messages, len(steps)) == ((True, False, 5) if stopped == "itself" else
+                                                                   (False, True, 8))
+    assert not checkpoint.exists() and list(tmp_path.iterdir()) == []

@@ -1,5 +1,6 @@
-"""Checkpoints of the training loop: when one is due, a host copy of the state written by a background
-thread while training goes on, and the state read back on resume."""
+"""Checkpoints of the training loop (when one is due, a host copy of the state written by a background
+thread while training goes on) and of pretraining (:func:`save`, when a signal stops it), the partial
+writes a kill left removed, and the state read back on resume under the fingerprint of its run."""
 
 import logging
 import sys
@@ -167,9 +168,9 @@ def load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as error:  # torch raises pickle, zip and runtime errors alike
         raise CheckpointError(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
-                              "delete it and rerun to train afresh") from error
+                              "delete it and rerun to start afresh") from error
     if state.get("fingerprint") != fingerprint:
-        message = f"checkpoint {path} belongs to other settings, splits, start or code: discarded, training afresh"
+        message = f"checkpoint {path} belongs to other settings, splits, start or code: discarded, starting afresh"
         log.warning("%s", message)
         if sys.stderr is not sys.__stderr__:  # a job's stderr and log go to its log file (gpstudy.job.log_to)
             print(f"WARNING: {message}", file=sys.__stderr__, flush=True)  # the console, which Snakemake shows

@@ -6,7 +6,7 @@ import threading
 import pytest
 import torch
 
-from gpstudy.training.checkpoint import CheckpointError, Checkpointer, load
+from gpstudy.checkpoint import CheckpointError, Checkpointer, load
 
 CPU = torch.device("cpu")
 
@@ -41,7 +41,7 @@ def test_a_checkpoint_is_due_when_its_minutes_have_passed_or_its_iterations(tmp_
 
 def blocked_save(monkeypatch) -> threading.Event:
     """Make the writer thread wait before it writes until the returned event is set."""
-    import gpstudy.training.checkpoint as checkpoint_module
+    import gpstudy.checkpoint as checkpoint_module
 
     release, real = threading.Event(), checkpoint_module.save
 
@@ -73,7 +73,7 @@ def test_what_is_written_is_the_state_when_the_checkpoint_was_taken(tmp_path, mo
 
 
 def disk_full(monkeypatch):
-    import gpstudy.training.checkpoint as checkpoint_module
+    import gpstudy.checkpoint as checkpoint_module
 
     def full(state, path):
         raise OSError(28, "No space left on device")
