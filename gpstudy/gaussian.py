@@ -29,12 +29,12 @@ class CholeskyError(RuntimeError):
     """A matrix stayed non-positive-definite after every jitter escalation."""
 
 
-SOFTPLUS_BETA, SOFTPLUS_THRESHOLD = 1.0, 20.0  # F.softplus's defaults, which ``positive`` uses
-
-
 def positive(raw: Tensor) -> Tensor:
     """Map an unconstrained parameter to a positive value: softplus(raw) + POSITIVE_FLOOR."""
-    return F.softplus(raw, SOFTPLUS_BETA, SOFTPLUS_THRESHOLD) + numerics.POSITIVE_FLOOR
+    return F.softplus(raw) + numerics.POSITIVE_FLOOR
+
+
+SOFTPLUS_BETA, SOFTPLUS_THRESHOLD = 1.0, 20.0  # F.softplus's defaults, with which ``positive`` calls it
 
 
 def inverse_positive(value: Tensor) -> Tensor:
@@ -46,9 +46,15 @@ def inverse_positive(value: Tensor) -> Tensor:
 def scale_tril(raw: Tensor) -> Tensor:
     """A lower Cholesky factor from a raw square matrix: strict lower triangle kept, diagonal positive.
 
+    Under torch.compile the expression of tril, diag_embed and their sum, which inductor fuses into one kernel
+    itself (and whose compiled numbers ``configs/paper-cpu.yaml``'s regeneration has: the Function, equal in
+    eager, moves them by rounding); elsewhere :class:`_ScaleTril`, the same numbers in fewer passes.
+
     Args:
         raw: ``[..., n, n]``; its upper triangle is ignored.
     """
+    if torch.compiler.is_compiling():
+        return torch.tril(raw, diagonal=-1) + torch.diag_embed(positive(raw.diagonal(dim1=-2, dim2=-1)))
     return _ScaleTril.apply(raw)
 
 
