@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from gpstudy import blocked, numerics
 from gpstudy.host_sync import deliberate
@@ -33,6 +34,9 @@ def positive(raw: Tensor) -> Tensor:
     return F.softplus(raw) + numerics.POSITIVE_FLOOR
 
 
+SOFTPLUS_BETA, SOFTPLUS_THRESHOLD = 1.0, 20.0  # F.softplus's defaults, with which ``positive`` calls it
+
+
 def inverse_positive(value: Tensor) -> Tensor:
     """The unconstrained parameter whose ``positive`` is ``value`` (value > POSITIVE_FLOOR)."""
     shifted = value - numerics.POSITIVE_FLOOR
@@ -42,10 +46,40 @@ def inverse_positive(value: Tensor) -> Tensor:
 def scale_tril(raw: Tensor) -> Tensor:
     """A lower Cholesky factor from a raw square matrix: strict lower triangle kept, diagonal positive.
 
+    Under torch.compile the expression of tril, diag_embed and their sum, which inductor fuses into one kernel
+    itself (and whose compiled numbers ``configs/paper-cpu.yaml``'s regeneration has: the Function, equal in
+    eager, moves them by rounding); elsewhere :class:`_ScaleTril`, the same numbers in fewer passes.
+
     Args:
         raw: ``[..., n, n]``; its upper triangle is ignored.
     """
-    return torch.tril(raw, diagonal=-1) + torch.diag_embed(positive(raw.diagonal(dim1=-2, dim2=-1)))
+    if torch.compiler.is_compiling():
+        return torch.tril(raw, diagonal=-1) + torch.diag_embed(positive(raw.diagonal(dim1=-2, dim2=-1)))
+    return _ScaleTril.apply(raw)
+
+
+class _ScaleTril(torch.autograd.Function):
+    """tril(raw, -1) + diag_embed(positive(diag raw)) as the strict lower triangle copied and its diagonal
+    then written (2 passes over ``[..., n, n]`` instead of the 6 of tril, diag_embed and their sum), and its
+    gradient likewise (2 instead of 6: tril, the diagonal's embedding and the sum of the two); every element
+    by the same floating-point operations as autograd's (x + 0 is x), its diagonal's gradient by
+    ``softplus_backward``, autograd's formula for ``F.softplus`` (issue 39, item 4)."""
+
+    @staticmethod
+    def forward(ctx, raw: Tensor) -> Tensor:
+        factor = raw.tril(-1)
+        factor.diagonal(dim1=-2, dim2=-1).copy_(positive(raw.diagonal(dim1=-2, dim2=-1)))
+        ctx.save_for_backward(raw)
+        return factor
+
+    @staticmethod
+    @once_differentiable  # a second derivative raises instead of being wrong
+    def backward(ctx, grad: Tensor) -> Tensor:
+        (raw,) = ctx.saved_tensors
+        grad_raw = grad.tril(-1)
+        grad_raw.diagonal(dim1=-2, dim2=-1).copy_(torch.ops.aten.softplus_backward(
+            grad.diagonal(dim1=-2, dim2=-1), raw.diagonal(dim1=-2, dim2=-1), SOFTPLUS_BETA, SOFTPLUS_THRESHOLD))
+        return grad_raw
 
 
 def raw_of_scale_tril(chol: Tensor) -> Tensor:
@@ -74,15 +108,21 @@ def _symmetric_product(factor: Tensor, upper_triangular: bool = False) -> Tensor
     if factor.shape[-2] < HALVES_FROM:
         product = factor @ factor.mT
         return product.tril() + product.tril(-1).mT
-    half = factor.shape[-2] // 2
-    top = factor[..., :half, :]
+    batch, rows, half = factor.shape[:-2].numel(), factor.shape[-2], factor.shape[-2] // 2
+    flat = factor.reshape(batch, rows, factor.shape[-1])  # [B, n, r]: the GEMMs write into the result's blocks
+    top = flat[:, :half, :]
     if upper_triangular:  # the bottom rows and their product with the top: columns half: only
-        bottom, top_right = factor[..., half:, half:], top[..., half:]
+        bottom, top_right = flat[:, half:, half:], top[..., half:]
     else:
-        bottom, top_right = factor[..., half:, :], top
-    lower_left = bottom @ top_right.mT
-    return torch.cat([torch.cat([top @ top.mT, lower_left.mT], dim=-1),
-                      torch.cat([lower_left, bottom @ bottom.mT], dim=-1)], dim=-2)
+        bottom, top_right = flat[:, half:, :], top
+    product = factor.new_empty((*factor.shape[:-1], rows))  # returned itself, not a view (``add_jitter_``'s)
+    blocks = product.view(batch, rows, rows)
+    lower_left = blocks[:, half:, :half]
+    lower_left.baddbmm_(bottom, top_right.mT, beta=0)  # beta 0: the result's uninitialized values are not read
+    blocks[:, :half, :half].baddbmm_(top, top.mT, beta=0)
+    blocks[:, half:, half:].baddbmm_(bottom, bottom.mT, beta=0)
+    blocks[:, :half, half:].copy_(lower_left.mT)  # the one pass: a quarter read and written (cat's: 2 of the whole)
+    return product
 
 
 class _Gram(torch.autograd.Function):
@@ -120,6 +160,34 @@ def add_diagonal(matrix: Tensor, value: Tensor | float) -> Tensor:
 def add_jitter(matrix: Tensor) -> Tensor:
     """``matrix + JITTER * I``: what every kernel and network covariance carries."""
     return add_diagonal(matrix, numerics.JITTER)
+
+
+class _AddToDiagonal(torch.autograd.Function):
+    """``matrix += value * I`` in place, its gradient the incoming one: no pass over the matrix either way
+    (``add_diagonal``'s clone, and autograd's copy of the gradient for an in-place write into a view of a tensor
+    that needs a gradient, are one each, issue 39, item 4); the same additions as ``add_diagonal``. The gradient
+    leaves in the matrix's layout, as autograd's copy left it (a reduction over it, as a kernel's variance's
+    gradient, sums in that order): copied only where it arrives in another."""
+
+    @staticmethod
+    def forward(ctx, matrix: Tensor, value: float) -> Tensor:
+        matrix.diagonal(dim1=-2, dim2=-1).add_(value)
+        ctx.mark_dirty(matrix)
+        ctx.strides = matrix.stride()
+        return matrix
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+        if grad.stride() == ctx.strides:
+            return grad, None
+        return grad.new_empty_strided(grad.shape, ctx.strides).copy_(grad), None
+
+
+def add_jitter_(matrix: Tensor) -> Tensor:
+    """``add_jitter`` written into ``matrix`` ``[..., n, n]`` itself, and returned: only for a matrix its caller
+    has just made and no one else holds (a kernel's or a Gram's result; autograd refuses one it saved for a
+    backward pass at that pass, and a leaf that needs a gradient at once)."""
+    return _AddToDiagonal.apply(matrix, numerics.JITTER)
 
 
 class FactorChecks:
@@ -222,7 +290,7 @@ def jittered_scale_tril(matrix: Tensor) -> Tensor:
 
 def kernel_scale_tril(kernel: Callable[[Tensor], Tensor], inputs: Tensor) -> Tensor:
     """L with L L^T = K(inputs) + jitter ``[..., m, m]``: the factor of the prior over inducing values u = f(inputs)."""
-    return jittered_scale_tril(kernel(inputs))
+    return cholesky(add_jitter_(kernel(inputs)))
 
 
 def _half_log_det(chol: Tensor) -> Tensor:

@@ -393,3 +393,100 @@ def test_new_forms_in_float32_round_as_the_old_ones(generator, size):
         for result, expected in zip(form(*(each.float() for each in case), 0.3), reference):
             assert result.dtype == torch.float32
             assert_close_to_scale(result.double(), expected, 1e-5)
+
+
+def old_scale_tril(raw: torch.Tensor) -> torch.Tensor:
+    """scale_tril as it was formed before issue 39's item 4: autograd's tril, diag_embed and their sum."""
+    return torch.tril(raw, diagonal=-1) + torch.diag_embed(positive(raw.diagonal(dim1=-2, dim2=-1)))
+
+
+def old_symmetric_product(factor: torch.Tensor, upper_triangular: bool = False) -> torch.Tensor:
+    """_symmetric_product's row halves as they were joined before issue 39's item 4: concatenations."""
+    half = factor.shape[-2] // 2
+    top = factor[..., :half, :]
+    if upper_triangular:
+        bottom, top_right = factor[..., half:, half:], top[..., half:]
+    else:
+        bottom, top_right = factor[..., half:, :], top
+    lower_left = bottom @ top_right.mT
+    return torch.cat([torch.cat([top @ top.mT, lower_left.mT], dim=-1),
+                      torch.cat([lower_left, bottom @ bottom.mT], dim=-1)], dim=-2)
+
+
+def values_and_gradients(form, argument: torch.Tensor, upstream: torch.Tensor) -> list[torch.Tensor]:
+    """form(argument) and the gradient of (form(argument) * upstream).sum() with respect to ``argument``."""
+    leaf = argument.detach().requires_grad_()
+    value = form(leaf)
+    (value * upstream).sum().backward()
+    return [value.detach(), leaf.grad]
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (3, 2, 40, 40)])
+def test_scale_tril_equals_autograds_form_bit_for_bit(generator, shape):
+    """Values and gradients element for element the same floating-point operations: equal, not close; the raw
+    diagonal spans softplus's threshold (20) and its flat negative side, the upstream gradient is not lower."""
+    raw = 8 * torch.randn(shape, generator=generator, dtype=DTYPE)
+    raw.diagonal(dim1=-2, dim2=-1)[..., :3] = torch.tensor([25.0, -30.0, 20.0], dtype=DTYPE)
+    upstream = torch.randn(shape, generator=generator, dtype=DTYPE)
+    for new, old in zip(values_and_gradients(scale_tril, raw, upstream),
+                        values_and_gradients(old_scale_tril, raw, upstream)):
+        assert torch.equal(new, old)
+    with pytest.raises(RuntimeError):  # once differentiable: a second derivative raises, not wrong
+        leaf = raw.detach().requires_grad_()
+        (grad,) = torch.autograd.grad((scale_tril(leaf) * upstream).sum(), leaf, create_graph=True)
+        grad.sum().backward()
+
+
+@pytest.mark.parametrize("rows", [7, HALVES_FROM + 1])  # the Gram of one product and of row halves
+def test_add_jitter_in_place_equals_add_jitter_and_writes_its_argument(generator, rows):
+    root = torch.randn(3, rows, 5, generator=generator, dtype=DTYPE)
+    upstream = torch.randn(3, rows, rows, generator=generator, dtype=DTYPE)
+    for new, old in zip(values_and_gradients(lambda x: gaussian.add_jitter_(gram(x)), root, upstream),
+                        values_and_gradients(lambda x: gaussian.add_jitter(gram(x)), root, upstream)):
+        assert torch.equal(new, old)
+    # a gradient arriving transposed leaves in the matrix's layout, as autograd's copy left it: a kernel variance's
+    # gradient sums over it in the same order
+    kernel_values = torch.rand(3, rows, rows, generator=generator, dtype=DTYPE)
+    variance = torch.rand(3, 1, 1, generator=generator, dtype=DTYPE)
+    for new, old in zip(values_and_gradients(lambda v: gaussian.add_jitter_(v * kernel_values).mT, variance, upstream),
+                        values_and_gradients(lambda v: gaussian.add_jitter(v * kernel_values).mT, variance, upstream)):
+        assert torch.equal(new, old)
+    matrix = root @ root.mT
+    assert gaussian.add_jitter_(matrix) is matrix
+    with pytest.raises(RuntimeError, match="leaf"):  # a parameter is refused, not overwritten
+        gaussian.add_jitter_(matrix.clone().requires_grad_())
+    saved = root.clone().requires_grad_()
+    exponential = saved.exp()  # exp's backward needs its result: autograd refuses the write at the backward pass
+    gaussian.add_jitter_(exponential[:, :5, :5] @ exponential[:, :5, :5].mT)  # a product's result is free
+    with pytest.raises(RuntimeError, match="inplace"):
+        gaussian.add_jitter_(saved[:, :5, :].exp()).sum().backward()
+
+
+@pytest.mark.parametrize("shape", [(HALVES_FROM + 1, 9), (3, HALVES_FROM, 200), (2, 2, HALVES_FROM + 3, 7)])
+@pytest.mark.parametrize("upper_triangular", [False, True])
+def test_symmetric_product_by_halves_equals_its_concatenated_form_bit_for_bit(generator, shape, upper_triangular):
+    """The GEMMs written into the result's blocks compute what the concatenated products did, element for
+    element (unbatched, batched and with two batch dimensions; odd and even rows)."""
+    factor = torch.randn(shape, generator=generator, dtype=DTYPE)
+    if upper_triangular:
+        factor = torch.randn((*shape[:-1], shape[-2]), generator=generator, dtype=DTYPE).triu()
+    new = gaussian._symmetric_product(factor, upper_triangular)
+    assert new.shape == (*factor.shape[:-1], factor.shape[-2])
+    assert torch.equal(new, old_symmetric_product(factor, upper_triangular))
+
+
+def test_scale_tril_under_torch_compile_is_the_expression_inductor_fuses():
+    """Traced by torch.compile, scale_tril is tril + diag_embed (no Function): inductor fuses it into one kernel,
+    and the compiled numbers of ``configs/paper-cpu.yaml`` stay those of that graph (the Function moved SVGP's
+    parameters by a rounding error in 3 compiled steps)."""
+    traced = []
+
+    def record(graph_module, example_inputs):
+        traced.extend(str(node.target) for node in graph_module.graph.nodes)
+        return graph_module.forward
+
+    raw = torch.randn(4, 4, dtype=DTYPE)
+    torch._dynamo.reset()
+    compiled = torch.compile(scale_tril, backend=record, fullgraph=True)
+    assert torch.equal(compiled(raw), old_scale_tril(raw))
+    assert any("diag_embed" in target for target in traced) and not any("Function" in target for target in traced)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import add_jitter, kl_divergence_of_covariances
+from gpstudy.gaussian import add_jitter_, kl_divergence_of_covariances
 from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood, Likelihood
 from gpstudy.measurement import SAMPLERS, build_measurement_sampler
 from gpstudy.methods.problem import Problem
@@ -268,7 +268,7 @@ class InferenceNetworkMethod(Method):
     def prior_covariance(self, inputs: Tensor) -> Tensor:
         """K_ZZ + jitter ``[*batch, z, z]`` at ``inputs`` ``[*batch, z, D]``; with C > 1 latents
         ``[*batch, 1, z, z]``, one prior shared by (broadcast over) the classes."""
-        cov = add_jitter(self.kernel(inputs))
+        cov = add_jitter_(self.kernel(inputs))
         return cov.unsqueeze(-3) if self.latent_dim > 1 else cov
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import add_jitter, gram
+from gpstudy.gaussian import add_jitter_, gram
 from gpstudy.kernels import Kernel
 from gpstudy.numerics import JITTER, PREDICT_CHUNK
 
@@ -108,7 +108,7 @@ class InferenceNetwork(nn.Module):
         Gram of a nearby factor F + E: positive semi-definite, a small eigenvalue s^2 moving by about
         2 s |E| only (loss and KL within 1e-5 of float64's; docs/reproducibility.md).
         """
-        return add_jitter(gram(factor))
+        return add_jitter_(gram(factor))
 
     def mean_and_covariance(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean ``[..., n]`` and full covariance ``[..., n, n]`` (jitter included) at ``x`` ``[*batch, n, D]``."""

@@ -1,5 +1,6 @@
 """benchmarks/gpu_estimate.py: what its counter counts for single operators on ``meta``, its model's arithmetic,
-and BlockTril's product moving no bytes outside its products (issue 39, item 4)."""
+and the bytes of the forms issue 39's item 4 made move fewer (BlockTril's product, the Fourier features, the
+RBF kernel, ``scale_tril``, the in-place jitter, the Gram by halves)."""
 
 import importlib
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpstudy import gaussian
 from gpstudy.kernels import RBF
 from gpstudy.kernels.features import FourierFeatures
 from gpstudy.nets.block_tril import BlockTril, _LeftProduct
@@ -139,3 +141,34 @@ def test_the_rbf_kernel_moves_eight_passes_over_its_matrix():
     x1, x2 = torch.empty(2, 60, 3, **META), torch.empty(2, 40, 3, **META)
     matrix_bytes = 2 * 60 * 40 * 8
     assert 8 * matrix_bytes < costs_of(lambda: kernel.K(x1, x2)).bytes < 9 * matrix_bytes
+
+
+def test_scale_tril_moves_four_passes_over_its_matrix_forward_and_backward():
+    """The strict lower triangle copied, forward and backward (2 + 2 passes), and O(n) on the diagonal (before
+    issue 39's item 4: tril, diag_embed and their sum, and backward tril, the diagonal's embedding and the sum of
+    the two gradients: 12 passes)."""
+    raw = torch.empty(3, 64, 64, **META, requires_grad=True)
+    upstream = torch.empty(3, 64, 64, **META)
+    matrix_bytes = 3 * 64 * 64 * 8
+    costs = costs_of(lambda: torch.autograd.grad(gaussian.scale_tril(raw), raw, upstream))
+    assert 4 * matrix_bytes < costs.bytes < 4.5 * matrix_bytes
+
+
+def test_the_jitter_added_in_place_moves_only_the_diagonal():
+    """``add_jitter_`` reads and writes the diagonal, its backward nothing: only the test's own product's
+    backward (2 passes) is left (``add_jitter``: a clone, and autograd's copy of the gradient, 6 passes)."""
+    leaf = torch.empty(3, 64, 64, **META, requires_grad=True)
+    upstream = torch.empty(3, 64, 64, **META)
+    matrix = leaf * 2.0
+    matrix_bytes = 3 * 64 * 64 * 8
+    costs = costs_of(lambda: torch.autograd.grad(gaussian.add_jitter_(matrix), leaf, upstream))
+    assert costs.bytes == 2 * matrix_bytes + 2 * 3 * 64 * 8
+
+
+@pytest.mark.parametrize("upper_triangular", [False, True])
+def test_the_gram_by_halves_moves_only_its_mirrored_block(upper_triangular):
+    """The products write into the result's blocks; one copy mirrors the off-diagonal block (a quarter of the
+    result read and written; the concatenations before issue 39's item 4: 4 passes over it)."""
+    factor = torch.empty(3, 200, 200 if upper_triangular else 30, **META)
+    costs = costs_of(lambda: gaussian._symmetric_product(factor, upper_triangular))
+    assert costs.bytes == 2 * 3 * 100 * 100 * 8 and costs.host["product"] == 3
