@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
+from torch.utils.flop_counter import FlopCounterMode, addmm_flop, baddbmm_flop, register_flop_formula
 
 import gpstudy
 from gpstudy.data.registry import DATASETS
@@ -102,6 +102,10 @@ EXPERIMENT_PRESETS = {"snelson": "snelson", "uci": "uci", "odvgp": "uci", "autog
 UCI_N = 8192  # N of the uci preset's rows (kin8nm's size)
 UCI = PRESETS["uci"]
 D, BATCH, HIDDEN = UCI.D, UCI.batch, UCI.hidden  # the UCI rows' sizes (gpu_check.py prints them)
+
+
+register_flop_formula(aten.addmm_, get_raw=True)(addmm_flop)  # the in-place GEMMs (BlockTril's, the Gram's by halves):
+register_flop_formula(aten.baddbmm_, get_raw=True)(baddbmm_flop)  # torch counts only the functional ones
 
 
 @register_flop_formula(aten.linalg_cholesky_ex)

@@ -186,7 +186,11 @@ class _AddToDiagonal(torch.autograd.Function):
 def add_jitter_(matrix: Tensor) -> Tensor:
     """``add_jitter`` written into ``matrix`` ``[..., n, n]`` itself, and returned: only for a matrix its caller
     has just made and no one else holds (a kernel's or a Gram's result; autograd refuses one it saved for a
-    backward pass at that pass, and a leaf that needs a gradient at once)."""
+    backward pass at that pass, and a leaf that needs a gradient at once). Under torch.compile ``add_jitter``
+    itself, which inductor fuses: the Function, which marks its input dirty, breaks the graph and recompiles
+    where grad mode changes (a prediction under ``no_grad``)."""
+    if torch.compiler.is_compiling():
+        return add_jitter(matrix)
     return _AddToDiagonal.apply(matrix, numerics.JITTER)
 
 
