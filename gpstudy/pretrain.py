@@ -16,7 +16,7 @@ from gpstudy.likelihoods import GaussianLikelihood, Likelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.optim import adam, optimizer_step
 from gpstudy.progress import Progress
-from gpstudy.stopping import RERUN_STATUS, Stopped, stop_signals
+from gpstudy.stopping import RERUN_STATUS, Stopped, checkpointed, stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +91,7 @@ def pretrain_hyperparameters(
                 save(checkpoint, {"kernel": kernel.state_dict(), "likelihood": likelihood.state_dict(),
                                   "optimizer": optimizer.state_dict(), "generators": draws.get_state(generators),
                                   "subset": subset, "step": step, "fingerprint": fingerprint})
-                message = f"checkpointed at iteration {step} on {stop.name}"
-                log.info("%s; exit status %d: rerun to resume", message, RERUN_STATUS)
-                raise Stopped(message)
+                raise checkpointed(step, stop, log)
     return objective.detach()
 
 

@@ -10,6 +10,7 @@ step, writes its checkpoint synchronously and raises :class:`Stopped`, which end
 """
 
 import contextlib
+import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -65,3 +66,11 @@ def stop_signals(enabled: bool = True) -> Iterator[StopRequest]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+
+
+def checkpointed(step: int, request: StopRequest, log: logging.Logger) -> Stopped:
+    """The :class:`Stopped` to raise once the state after ``step`` is saved, its line logged: "checkpointed at
+    iteration k on SIGTERM; exit status 75: rerun to resume" (the words tests/cluster reads)."""
+    message = f"checkpointed at iteration {step} on {request.name}"
+    log.info("%s; exit status %d: rerun to resume", message, RERUN_STATUS)
+    return Stopped(message)

@@ -16,7 +16,7 @@ from gpstudy.methods import Method, compile_problem
 from gpstudy.optim import adam, optimizer_step
 from gpstudy.pretrain import readable_hyperparameters
 from gpstudy.progress import Progress, format_values
-from gpstudy.stopping import RERUN_STATUS, Stopped, stop_signals
+from gpstudy.stopping import checkpointed, stop_signals
 from gpstudy.study.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -171,9 +171,7 @@ def fit(
             if stop and step < iterations:  # a signal (gpstudy.stopping): save this step's state, then exit
                 checkpoints.write(state(step))
                 checkpoints.wait()
-                message = f"checkpointed at iteration {step} on {stop.name}"
-                log.info("%s; exit status %d: rerun to resume", message, RERUN_STATUS)
-                raise Stopped(message)
+                raise checkpointed(step, stop, log)
             if checkpoints.due(step) and step < iterations:
                 checkpoints.write(state(step))
     log.info("training done: %s", format_values({"objective": curve[-1]["objective"],
