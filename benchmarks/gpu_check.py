@@ -12,7 +12,9 @@ synchronisation but the step's deliberate one raises), with its peak CUDA memory
 rows for svgp, gpnet and fbnn at M 100 and 500 for 1 and 20 splits, with peak memory, each beside
 ``gpu_estimate.py``'s estimate of it under each rate set (so that the report calibrates the rates); (4) a batched
 Cholesky factor of 20 x 500 x 500 and 20 x 1000 x 1000 float64 (the study's sizes) under cuSOLVER, under
-MAGMA and by ``gpstudy.blocked`` (cuSOLVER's leaves and products), and whether they agree; (5) a summary.
+MAGMA and by ``gpstudy.blocked`` (cuSOLVER's leaves and products), and whether they agree; (5) RFE's product
+Phi L (and Phi m) forward and backward at 20 x 1000 x 2000 float64 (FBNN-500's network) with L stored in 1, 4
+(the study's) and 8 column blocks, the same FLOPs on a GPU in products of other widths; (6) a summary.
 A failure of one check is recorded in the report, never fatal.
 
 ``--device cpu`` runs what makes sense without a GPU (synchronisations are still counted by
@@ -29,6 +31,7 @@ import gpu_estimate  # benchmarks/gpu_estimate.py, beside this script
 import speed  # benchmarks/speed.py, beside this script
 from gpstudy import device_check as check
 from gpstudy.io import atomic_path
+from gpstudy.nets.block_tril import BLOCKS, DENSE_BELOW
 from gpstudy.study import DEFAULT_CONFIG, load_config
 from gpstudy.training.probes import PROBES
 
@@ -105,6 +108,19 @@ def cholesky_section(rows: list[check.CholeskyTiming], batch: int, size: int) ->
                     "error"], cells)]
 
 
+def block_tril_section(rows: list[check.BlockTrilTiming], batch: int, n: int, size: int) -> list[str]:
+    """Section 5: the RFE's product by column blocks."""
+    cells = [[str(row.blocks), f"{row.seconds:.4f}", f"{row.seconds / rows[0].seconds:.2f}",
+              "reference" if row is rows[0] else f"{row.difference:.1e}"] for row in rows]
+    return [f"## 5. RFE's product Phi L by column blocks, {batch} x {n} x {size} float64", "",
+            f"gpstudy stores L in {BLOCKS} column blocks from {DENSE_BELOW} columns and multiplies a diagonal block "
+            f"of at least {DENSE_BELOW} columns by halves (`gpstudy/nets/block_tril.py`): 1, 4 and 8 blocks of 2000 "
+            "columns do the same FLOPs, 9/16 of a dense product's, in products 1000-250, 500-250 and 250 columns "
+            "wide. gpu_estimate.py counts one product rate; the fastest row here is this GPU's choice.", "",
+            *table(["blocks", "s per forward and backward", "time / first row",
+                    "max |PhiL - PhiL_first| / max |PhiL_first|"], cells)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:K, or cpu for a smoke test")
@@ -117,6 +133,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=8192, help="training-set size N of the speed rows")
     parser.add_argument("--cholesky", type=int, nargs="+", default=[20, 500, 1000], metavar="BATCH SIZE",
                         help="batch, then the sizes of section 4's Cholesky factors")
+    parser.add_argument("--block-tril", type=int, nargs=3, default=[20, 1000, 2000], metavar=("BATCH", "ROWS", "SIZE"),
+                        help="section 5's Phi [batch, rows, size]")
+    parser.add_argument("--blocks", type=int, nargs="+", default=[1, 4, 8], help="section 5's block counts")
     args = parser.parse_args()
     if len(args.cholesky) < 2:
         parser.error(f"--cholesky takes a batch and at least one size, not {args.cholesky}")
@@ -136,6 +155,7 @@ def main() -> None:
     speed_lines, ran = speed_section(args, device, iterations, size)
     batch, *sizes = args.cholesky
     cholesky = {size: check.cholesky_libraries(device, batch, size, repeats) for size in sizes}
+    block_tril = check.block_tril_products(device, *args.block_tril, tuple(args.blocks), repeats)
     cuda = device.type == "cuda"
     summary = [["probes trained" + (" under sync debug mode" if cuda else ""),
                 f"{sum(c.error is None for c in checks)} of {len(checks)}"],
@@ -144,6 +164,7 @@ def main() -> None:
                ["speed rows measured", f"{sum(ran)} of {len(ran)}"],
                ["Cholesky libraries factor and agree",
                 "yes" if all(map(check.libraries_agree, cholesky.values())) else "NO"],
+               ["RFE's product agrees across block counts", "yes" if check.block_counts_agree(block_tril) else "NO"],
                ["peak memory per job", "recorded" if cuda else f"not applicable on {device.type}"]]
     lines = [f"# gpstudy GPU check ({'quick' if args.quick else 'full'}, device {device})", "",
              f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`", "",
@@ -155,7 +176,8 @@ def main() -> None:
              f"(whether it is faster than the library's is what this section tells). They agree when residual "
              f"and difference are below {check.AGREEMENT:g}.", "",
              *[line for size, rows in cholesky.items() for line in cholesky_section(rows, batch, size)],
-             "## 5. Summary", "", *table(["check", "result"], summary)]
+             *block_tril_section(block_tril, *args.block_tril),
+             "## 6. Summary", "", *table(["check", "result"], summary)]
     with atomic_path(args.out) as tmp:
         tmp.write_text("\n".join(lines))
     print(f"wrote {args.out}")

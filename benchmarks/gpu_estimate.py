@@ -6,16 +6,19 @@ no values), and one training iteration is run there under :class:`CostCount`, wh
 operator dispatched into one kind and counts what it costs:
 
 - **product**: an operator with a formula in ``torch.utils.flop_counter`` (mm, bmm, addmm, baddbmm):
-  its FLOPs (matrix-vector products have none there and are memory-bound below);
+  its FLOPs, unless one of its three sizes (rows, columns, inner) is 1: a matrix-vector product, an outer
+  product or a dot, which does 2 FLOPs per element it reads or writes (GEMV, GER), memory-bound below
+  (``mv`` has no formula there and is memory-bound anyway);
 - **factorization** by kind, with ``benchmarks/speed.py``'s formulas: ``potrf`` (``linalg.cholesky_ex``,
   n^3/3), ``trsm`` (``linalg.solve_triangular``, n^2 k), ``potrs`` (``cholesky_solve`` with k right-hand
   sides, 2 n^2 k), ``inverse`` (``cholesky_inverse``, 2 n^3: CUDA solves the identity);
 - **memory-bound**: every other operator that runs a kernel, with the bytes a CUDA kernel would read
   and write: each tensor argument it reads, at the number of distinct elements its strides reach (an
   expanded, stride-0 dimension is read once, broadcasting from cache), plus each tensor it writes (a
-  fresh output, or an argument written in place; ``copy_``, ``fill_``, ``zero_`` and the random fills
-  write without reading theirs), at element size x elements. Gathers (``index``, ``index_select``,
-  ``gather``) read as many elements of their source as they write, not the whole source;
+  fresh output, or an argument written in place; ``copy_``, ``fill_``, ``zero_``, the random fills and
+  a product's ``baddbmm_`` with beta 0 write without reading theirs), at element size x elements.
+  Gathers (``index``, ``index_select``, ``gather``) read as many elements of their source as they write,
+  not the whole source;
 - **view** (the schema returns an alias: ``view``, ``expand``, ``transpose``, ``detach``, ...) and
   **allocation** (``empty``, ``empty_like``, ...): no kernel and no bytes, host time only;
 - **adam**: the optimizer's step is counted as PyTorch's fused CUDA Adam (``gpstudy.optim.adam``: fused
@@ -93,6 +96,7 @@ OVERWRITE = {aten.copy_, aten.fill_, aten.zero_, aten.normal_, aten.uniform_, at
              aten.exponential_}  # in-place operators that write their argument without reading it
 GATHERS = {aten.index, aten.index_select, aten.gather}  # read as many source elements as they write
 ALLOCATIONS = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
+GEMMS = {aten.mm, aten.bmm, aten.addmm, aten.baddbmm}  # matrix products (in-place ones by their functional form)
 METADATA = {aten._unsafe_view, aten._reshape_alias}  # no alias in their schema, but views all the same
 SPLITS, N = 20, 1000  # the batch of one job; N only has to exceed the minibatch (the step does not grow with N)
 
@@ -107,6 +111,20 @@ def _bytes_read(tensor: torch.Tensor) -> int:
 
 def _tensors(value) -> list[torch.Tensor]:
     return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
+
+
+def _functional(packet):
+    """The functional form of an in-place operator's packet (``baddbmm_`` -> ``baddbmm``), else the packet."""
+    return getattr(aten, packet.__name__.removesuffix("_"), packet)
+
+
+def _vector_product(packet, args) -> bool:
+    """Whether ``packet`` is a matrix product (``GEMMS``) whose rows, columns or inner size is 1 (its last two
+    operands ``[..., m, k]``, ``[..., k, n]``)."""
+    if packet not in GEMMS:
+        return False
+    a, b = [arg for arg in args if isinstance(arg, torch.Tensor)][-2:]
+    return 1 in (a.shape[-2], a.shape[-1], b.shape[-1])
 
 
 def _site() -> str:
@@ -181,13 +199,13 @@ class CostCount(TorchDispatchMode):
 
     def _count(self, func, args, kwargs, out) -> None:
         packet = func.overloadpacket
-        functional = getattr(aten, packet.__name__.removesuffix("_"), packet)  # baddbmm_ -> baddbmm
+        functional = _functional(packet)
         packet = functional if functional in flop_registry else packet
         if packet in FACTORIZATIONS:
             self.costs.host["factorization"] += 1
             self.costs.factorization_flops[FACTORIZATIONS[packet]] += flop_registry[packet](*args, **kwargs,
                                                                                             out_val=out)
-        elif packet in flop_registry:  # baddbmm_ too: the GEMM reads and writes its C itself
+        elif packet in flop_registry and not _vector_product(packet, args):  # baddbmm_ too: the GEMM reads and writes its C
             self.costs.host["product"] += 1
             self.costs.product_flops += flop_registry[packet](*args, **kwargs, out_val=out)
         elif func.is_view or packet in METADATA:
@@ -213,7 +231,9 @@ class CostCount(TorchDispatchMode):
             tensors = _tensors(bound.get(argument.name))
             if argument.alias_info is not None and argument.alias_info.is_write:
                 written += tensors
-                if not argument.kwarg_only and func.overloadpacket not in OVERWRITE:
+                overwritten = func.overloadpacket in OVERWRITE or (_functional(func.overloadpacket) in GEMMS
+                                                                    and bound.get("beta") == 0)
+                if not argument.kwarg_only and not overwritten:
                     read += tensors  # in place: read, then written (an ``out=`` argument is only written)
             else:
                 read += tensors

@@ -5,7 +5,8 @@ On CUDA, every probe (``gpstudy.training.probes``) trains under ``torch.cuda.set
 after its warm-up, so that any host synchronisation other than the step's deliberate one
 (``gpstudy.host_sync.deliberate``) raises; its peak device memory is read; and a batched Cholesky
 factor is timed under cuSOLVER and MAGMA and by ``gpstudy.blocked`` (products around the library's small
-factors: whether that pays on a GPU only a GPU can say), which must all agree. On the CPU the same
+factors: whether that pays on a GPU only a GPU can say), which must all agree; and RFE's product Phi L with L
+stored in 1, 4 and 8 column blocks (the same FLOPs in products of other widths: which is fastest, likewise). On the CPU the same
 functions run (what a machine without a GPU can check: synchronisations counted by dispatch, LAPACK's
 factor and the blocked one), and report the CUDA-only parts as not applicable.
 """
@@ -21,8 +22,10 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.blocked import blocked_cholesky_ex
+from gpstudy.gaussian import raw_of_scale_tril
 from gpstudy.devices import synchronize
 from gpstudy.host_sync import HostSyncCounter, in_package, place
+from gpstudy.nets.block_tril import BlockTril
 from gpstudy.training.probes import build_probe
 
 CUDA_LIBRARIES = ("cusolver", "magma")  # torch.backends.cuda.preferred_linalg_library's choices compared
@@ -181,6 +184,57 @@ def cholesky_libraries(device: torch.device, batch: int, size: int, repeats: int
     return rows
 
 
+@dataclass(frozen=True)
+class BlockTrilTiming:
+    """RFE's products Phi L and Phi m, forward and backward, with L stored in ``blocks`` column blocks."""
+
+    blocks: int
+    seconds: float  # per forward and backward pass of the whole batch
+    difference: float  # max |Phi L - (Phi L)_first| / max |(Phi L)_first|, against the first block count's
+
+
+def block_tril_products(device: torch.device, batch: int, rows: int, size: int, blocks: tuple[int, ...],
+                        repeats: int) -> list[BlockTrilTiming]:
+    """Time ``BlockTril.vector_and_left_multiply`` (RFE's Phi m and Phi L) and its backward at Phi ``[batch,
+    rows, size]`` float64 for one random lower-triangular L stored in each number of column ``blocks``. A
+    diagonal block of at least ``block_tril.DENSE_BELOW`` columns is multiplied by halves, so 1, 4 and 8
+    blocks of 2000 columns all do 9/16 of a dense product's FLOPs, in products of different widths (1000-250,
+    500-250, 250): which is fastest only a GPU can say (the estimate counts one rate)."""
+    like = torch.empty(0, dtype=torch.float64, device=device)
+    generators = draws.new_generators(range(batch), device)
+    dense = draws.randn((size, size), generators, like).tril(-1) / size**0.5 + 2 * torch.eye(size, dtype=like.dtype,
+                                                                                            device=device)
+    phi = draws.randn((rows, size), generators, like).requires_grad_()
+    vector, upstream = draws.randn((size,), generators, like), draws.randn((rows, size), generators, like)
+    timings, first = [], None
+    for count in blocks:
+        factor = BlockTril(size, 1.0, like, (batch,), count)
+        with torch.no_grad():
+            for j, (start, stop) in enumerate(zip(factor.edges[:-1], factor.edges[1:])):
+                factor.raw_diagonal_blocks[j].copy_(raw_of_scale_tril(dense[..., start:stop, start:stop]))
+                if j < len(factor.below_blocks):
+                    factor.below_blocks[j].copy_(dense[..., stop:, start:stop])
+
+        def step() -> Tensor:
+            phi.grad = None
+            factor.zero_grad(set_to_none=True)
+            mean, product = factor.vector_and_left_multiply(phi, vector)
+            (mean.sum() + (product * upstream).sum()).backward()
+            return product.detach()
+
+        product = step()  # warm-up: allocations, kernels
+        synchronize(device)
+        tic = time.perf_counter()
+        for _ in range(repeats):
+            step()
+        synchronize(device)
+        seconds = (time.perf_counter() - tic) / repeats
+        first = product if first is None else first
+        timings.append(BlockTrilTiming(len(factor.edges) - 1, seconds,
+                                       ((product - first).abs().max() / first.abs().max()).item()))
+    return timings
+
+
 def environment(device: torch.device, repeats: int = 5) -> list[tuple[str, str]]:
     """What the checks ran on: versions, devices and their compute capability, matrix-product rates
     (``repeats`` products timed per dtype)."""
@@ -202,6 +256,11 @@ def environment(device: torch.device, repeats: int = 5) -> list[tuple[str, str]]
         facts.append((f"torch.mm {str(dtype).removeprefix('torch.')} [1000, 2000] x [2000, 2000]",
                       f"{matmul_rate(device, dtype, repeats):.1f} GFLOP/s"))
     return facts
+
+
+def block_counts_agree(rows: list[BlockTrilTiming]) -> bool:
+    """Every block count's Phi L equals the first's to ``AGREEMENT``."""
+    return all(row.difference < AGREEMENT for row in rows)
 
 
 def libraries_agree(rows: list[CholeskyTiming]) -> bool:

@@ -108,21 +108,50 @@ def _symmetric_product(factor: Tensor, upper_triangular: bool = False) -> Tensor
     if factor.shape[-2] < HALVES_FROM:
         product = factor @ factor.mT
         return product.tril() + product.tril(-1).mT
-    batch, rows, half = factor.shape[:-2].numel(), factor.shape[-2], factor.shape[-2] // 2
-    flat = factor.reshape(batch, rows, factor.shape[-1])  # [B, n, r]: the GEMMs write into the result's blocks
-    top = flat[:, :half, :]
-    if upper_triangular:  # the bottom rows and their product with the top: columns half: only
-        bottom, top_right = flat[:, half:, half:], top[..., half:]
-    else:
-        bottom, top_right = flat[:, half:, :], top
+    rows = factor.shape[-2]
     product = factor.new_empty((*factor.shape[:-1], rows))  # returned itself, not a view (``add_jitter_``'s)
-    blocks = product.view(batch, rows, rows)
-    lower_left = blocks[:, half:, :half]
-    lower_left.baddbmm_(bottom, top_right.mT, beta=0)  # beta 0: the result's uninitialized values are not read
-    blocks[:, :half, :half].baddbmm_(top, top.mT, beta=0)
-    blocks[:, half:, half:].baddbmm_(bottom, bottom.mT, beta=0)
-    blocks[:, :half, half:].copy_(lower_left.mT)  # the one pass: a quarter read and written (cat's: 2 of the whole)
+    _symmetric_product_into(factor.reshape(-1, rows, factor.shape[-1]), product.view(-1, rows, rows), upper_triangular)
     return product
+
+
+def _symmetric_product_into(factor: Tensor, out: Tensor, upper_triangular: bool = False) -> None:
+    """Write ``_symmetric_product``'s F F^T by row halves into ``out`` ``[B, n, n]`` (a view may be strided) for F
+    ``[B, n, r]``: the GEMMs write into its blocks."""
+    half = factor.shape[-2] // 2
+    top = factor[:, :half, :]
+    if upper_triangular:  # the bottom rows and their product with the top: columns half: only
+        bottom, top_right = factor[:, half:, half:], top[..., half:]
+    else:
+        bottom, top_right = factor[:, half:, :], top
+    lower_left = out[:, half:, :half]
+    lower_left.baddbmm_(bottom, top_right.mT, beta=0)  # beta 0: the result's uninitialized values are not read
+    out[:, :half, :half].baddbmm_(top, top.mT, beta=0)
+    out[:, half:, half:].baddbmm_(bottom, bottom.mT, beta=0)
+    out[:, :half, half:].copy_(lower_left.mT)  # the one pass: a quarter read and written (cat's: 2 of the whole)
+
+
+@torch.no_grad()
+def stacked_gram(head: Tensor, tail: Tensor, tail_block: Tensor) -> Tensor:
+    """[H; T] [H; T]^T ``[..., h + t, h + t]`` for the rows of H ``[..., h, r]`` stacked on those of T
+    ``[..., t, r]``, with the bottom-right block ``tail_block`` ``[..., t, t]`` (T T^T, made by the caller
+    already) copied in instead of computed again: H H^T as ``_symmetric_product`` into its block, T H^T one
+    product into its block, mirrored above. No concatenation of H and T, and 3/8 of the stacked Gram's
+    products at h = t (issue 39: GPNet's q_t over [X_B; X_M], whose X_M block its loss has formed). A value,
+    no gradient.
+    """
+    h, t, r = head.shape[-2], tail.shape[-2], head.shape[-1]
+    joint = head.new_empty((*head.shape[:-2], h + t, h + t))
+    blocks = joint.view(-1, h + t, h + t)
+    heads = head.reshape(-1, h, r)
+    if h < HALVES_FROM:
+        blocks[:, :h, :h].copy_(_symmetric_product(heads))
+    else:
+        _symmetric_product_into(heads, blocks[:, :h, :h])
+    lower_left = blocks[:, h:, :h]
+    lower_left.baddbmm_(tail.reshape(-1, t, r), heads.mT, beta=0)
+    blocks[:, :h, h:].copy_(lower_left.mT)
+    blocks[:, h:, h:].copy_(tail_block.reshape(-1, t, t))
+    return joint
 
 
 class _Gram(torch.autograd.Function):

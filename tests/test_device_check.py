@@ -111,3 +111,12 @@ def test_the_environment_names_every_gpu_and_its_compute_capability():
     facts = dict(check.environment(torch.device("cuda"), repeats=1))
     for index in range(torch.cuda.device_count()):
         assert "compute capability" in facts[f"cuda:{index}"]
+
+
+def test_the_rfe_product_by_any_block_count_is_the_same_product():
+    """Section 5 of gpu_check.py's report: one L stored in 1, 4 and 8 column blocks gives one Phi L (to rounding);
+    a block count that moved the product would disagree."""
+    rows = check.block_tril_products(CPU, batch=2, rows=30, size=300, blocks=(1, 4, 8), repeats=1)
+    assert [row.blocks for row in rows] == [1, 4, 8]
+    assert all(row.seconds > 0 and row.difference < 1e-14 for row in rows) and check.block_counts_agree(rows)
+    assert not check.block_counts_agree([*rows, check.BlockTrilTiming(8, 1.0, 1e-3)])

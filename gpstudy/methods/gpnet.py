@@ -127,15 +127,15 @@ class GPNet(InferenceNetworkMethod):
         # q_gamma where the loss differentiates it; its values there are also q_t's (same parameters)
         trained_from = 0 if trains_batch else n
         mean, factor = self.network(inputs[..., trained_from:, :])
+        cov = self.network.covariance(factor)
         with torch.no_grad():  # q_t(f_Z): the network before this step; no gradient into the target
             head_mean, head_factor = self.network(inputs[..., :trained_from, :])
             previous_mean = torch.cat([head_mean, mean.detach()], dim=-1)
-            previous_factor = torch.cat([head_factor, factor.detach()], dim=-2)
-            previous_cov = self.network.covariance(previous_factor)
+            previous_cov = self.network.stacked_covariance(head_factor, factor.detach(), cov.detach())
         prior_cov = self.prior_covariance(inputs)  # K_ZZ
         step_data = MirrorStep(y_batch, prior_cov.detach(), previous_mean, previous_cov, beta, self.config.n_train,
                                generators)
-        loss = objective(self.likelihood, mean, self.network.covariance(factor), step_data)
+        loss = objective(self.likelihood, mean, cov, step_data)
         if self.config.online_hyperparameters:  # minibatch bound with q_t fixed (section 3.3)
             bound = function_space_elbo(
                 self.likelihood,

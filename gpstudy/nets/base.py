@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import add_jitter_, gram
+from gpstudy.gaussian import HALVES_FROM, add_jitter_, gram, stacked_gram
 from gpstudy.kernels import Kernel
 from gpstudy.numerics import JITTER, PREDICT_CHUNK
 
@@ -109,6 +109,20 @@ class InferenceNetwork(nn.Module):
         2 s |E| only (loss and KL within 1e-5 of float64's; docs/reproducibility.md).
         """
         return add_jitter_(gram(factor))
+
+    def stacked_covariance(self, head: Tensor, tail: Tensor, tail_covariance: Tensor) -> Tensor:
+        """``covariance`` of the factor [head; tail] (rows stacked) ``[..., h + t, h + t]``, given
+        ``tail_covariance`` = ``covariance(tail)``, whose block is reused, not computed again (GPNet's q_t over
+        [X_B; X_M] beside its loss's q over X_M: ``gaussian.stacked_gram``). A value, no gradient. Below
+        ``HALVES_FROM`` rows in all the stacked factor's one product, as ``covariance`` makes it."""
+        rows = head.shape[-2] + tail.shape[-2]
+        if head.shape[-2] == 0:
+            return tail_covariance
+        if rows < HALVES_FROM:
+            return self.covariance(torch.cat([head, tail], dim=-2))
+        joint = stacked_gram(head, tail, tail_covariance)
+        joint[..., : head.shape[-2], : head.shape[-2]].diagonal(dim1=-2, dim2=-1).add_(JITTER)  # the tail's has it
+        return joint
 
     def mean_and_covariance(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean ``[..., n]`` and full covariance ``[..., n, n]`` (jitter included) at ``x`` ``[*batch, n, D]``."""

@@ -34,6 +34,60 @@ def _product_into(target: Tensor, a: Tensor, b: Tensor, accumulate: bool) -> Non
     target.baddbmm_(a, b, beta=1 if accumulate else 0)
 
 
+def _halves(lower: Tensor) -> int:
+    """Where a lower-triangular diagonal block ``[B, w, w]`` splits in two (from ``DENSE_BELOW`` columns), else 0."""
+    size = lower.shape[-1]
+    return size // 2 if size >= DENSE_BELOW else 0
+
+
+def _triangular_product_into(target: Tensor, a: Tensor, lower: Tensor, accumulate: bool) -> None:
+    """target (+)= a @ lower for a lower-triangular ``lower`` ``[B, w, w]``: by halves, its zero upper right block
+    skipped (3/4 of the product; [a1 a2] [[A 0] [B C]] = [a1 A + a2 B, a2 C]), recursively (issue 39: 9/16 of a
+    dense product with 4 blocks of 500 instead of 5/8, as 8 stored blocks, whose narrower products below the
+    diagonal cost the CPU 4-6% of FBNN-500's step where these halves cost nothing)."""
+    half = _halves(lower)
+    if not half:
+        _product_into(target, a, lower, accumulate)
+        return
+    _triangular_product_into(target[..., :half], a[..., :half], lower[:, :half, :half], accumulate)
+    _product_into(target[..., :half], a[..., half:], lower[:, half:, :half], accumulate=True)
+    _triangular_product_into(target[..., half:], a[..., half:], lower[:, half:, half:], accumulate)
+
+
+def _triangular_transposed_product_into(target: Tensor, grad: Tensor, lower: Tensor, accumulate: bool) -> None:
+    """target (+)= grad @ lower^T for a lower-triangular ``lower`` ``[B, w, w]``, by halves as
+    :func:`_triangular_product_into` ([g1 g2] [[A^T B^T] [0 C^T]] = [g1 A^T, g1 B^T + g2 C^T])."""
+    half = _halves(lower)
+    if not half:
+        _product_into(target, grad, lower.mT, accumulate)
+        return
+    _triangular_transposed_product_into(target[..., :half], grad[..., :half], lower[:, :half, :half], accumulate)
+    _product_into(target[..., half:], grad[..., :half], lower[:, half:, :half].mT, accumulate)
+    _triangular_transposed_product_into(target[..., half:], grad[..., half:], lower[:, half:, half:], True)
+
+
+def _triangular_gradient(phi: Tensor, grad: Tensor, lower: Tensor) -> Tensor:
+    """phi^T grad ``[B, w, w]``, the gradient of the lower-triangular ``lower`` in phi @ lower: where it splits
+    (:func:`_halves`) only its lower triangle's blocks, the upper right one zero (``scale_tril``'s gradient reads
+    the lower triangle alone)."""
+    if not _halves(lower):
+        return phi.mT @ grad
+    out = phi.new_empty(lower.shape)
+    _triangular_gradient_into(out, phi, grad)
+    return out
+
+
+def _triangular_gradient_into(out: Tensor, phi: Tensor, grad: Tensor) -> None:
+    half = _halves(out)
+    if not half:
+        _product_into(out, phi.mT, grad, accumulate=False)
+        return
+    _triangular_gradient_into(out[:, :half, :half], phi[..., :half], grad[..., :half])
+    out[:, :half, half:].zero_()
+    _product_into(out[:, half:, :half], phi[..., half:].mT, grad[..., :half], accumulate=False)
+    _triangular_gradient_into(out[:, half:, half:], phi[..., half:], grad[..., half:])
+
+
 class _LeftProduct(torch.autograd.Function):
     """Phi L from Phi ``[B, n, K]`` and L's blocks ``[B, ., .]`` (and, given v ``[B, K, 1]``, Phi v first),
     with every product written, or accumulated (``baddbmm_``, beta = 1), straight into its columns of the
@@ -46,7 +100,7 @@ class _LeftProduct(torch.autograd.Function):
         product = phi.new_empty(phi.shape)
         for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
             column = product[..., start:stop]
-            _product_into(column, phi[..., start:stop], diagonal[j], accumulate=False)
+            _triangular_product_into(column, phi[..., start:stop], diagonal[j], accumulate=False)
             if stop < edges[-1]:
                 _product_into(column, phi[..., stop:], below[j], accumulate=True)
         ctx.edges = edges
@@ -66,12 +120,12 @@ class _LeftProduct(torch.autograd.Function):
         grad_diagonal, grad_below = [], []
         for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
             column_grad = grad[..., start:stop]
-            grad_diagonal.append(phi[..., start:stop].mT @ column_grad)
+            grad_diagonal.append(_triangular_gradient(phi[..., start:stop], column_grad, diagonal[j]))
             if stop < edges[-1]:
                 grad_below.append(phi[..., stop:].mT @ column_grad)
             if grad_phi is not None:  # else block 0 writes every column (its D_0 and R_0 span them all)
                 accumulate = vector is not None or j > 0
-                _product_into(grad_phi[..., start:stop], column_grad, diagonal[j].mT, accumulate)
+                _triangular_transposed_product_into(grad_phi[..., start:stop], column_grad, diagonal[j], accumulate)
                 if stop < edges[-1]:
                     _product_into(grad_phi[..., stop:], column_grad, below[j].mT, accumulate)
         return None, grad_phi, grad_vector, *grad_diagonal, *grad_below

@@ -82,12 +82,16 @@ KNOWN = {
     **{f"autogp_arccos-snelson-M{M}-float32": "float32 arc-cosine prior in 1-D (white noise 1e-4): K_ZZ nearly "
        "singular beyond M = 2" for M in (5, 20)},
 }
+# Known failures whose loss error sits at its bound, so that a rounding change anywhere in the step passes or fails
+# them: not strict. GPNet's float32 UCI cells' loss errors, seen: M = 100 1.3e-4 (ed2a343), 1.8e-5 and 1.4e-4
+# (issue 39's stacked covariance with 8 and 4 blocks); M = 500 2.2e-4, 4.4e-4, 3.5e-5.
+AT_THE_BOUND = {"gpnet-uci-M100-float32", "gpnet-uci-M500-float32"}
 
 
 def cell(variant: str, size: str, M: int, dtype: str):
     """A cell of the matrix, marked if it is a known failure (``KNOWN``)."""
     name = f"{variant}-{size}-M{M}-{dtype}"
-    marks = [pytest.mark.xfail(strict=True, reason=KNOWN[name])] if name in KNOWN else []
+    marks = [pytest.mark.xfail(strict=name not in AT_THE_BOUND, reason=KNOWN[name])] if name in KNOWN else []
     return pytest.param(variant, size, M, dtype, id=name, marks=marks)
 
 

@@ -7,7 +7,7 @@ import torch
 
 from gpstudy import generators as draws
 from gpstudy import numerics
-from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.gaussian import HALVES_FROM, inverse_positive, positive
 from gpstudy.kernels import RBF, ArcCosine, Kernel, build_kernel
 from gpstudy.kernels.cnngp import CNNGP
 from gpstudy.nets import NETWORKS as REGISTERED, RFE, InferenceNetwork
@@ -66,6 +66,26 @@ def test_shapes_covariance_and_marginals(name, inputs):
     torch.testing.assert_close(network.marginal_variance(inputs), cov.diagonal())
     marginal_mean, _ = network.marginals(inputs)
     torch.testing.assert_close(marginal_mean, mean)
+
+
+@pytest.mark.parametrize("head_rows, tail_rows", [(0, 9), (5, 9), (HALVES_FROM - 1, 9), (HALVES_FROM + 1, 40),
+                                                   (300, 150), (500, 500)])
+def test_stacked_covariance_equals_the_covariance_of_the_stacked_factor(head_rows, tail_rows):
+    """GPNet's q_t over [X_B; X_M] from the loss's covariance over X_M (issue 39) equals ``covariance`` of the
+    concatenated factor to 1e-12 relative (the Grams' products differ by rounding only); below ``HALVES_FROM``
+    rows in all it is that computation, bit for bit. Two batch dimensions, the study's 2000 features."""
+    network = build_rfe()
+    generator = torch.Generator().manual_seed(4)
+    head, tail = (torch.randn(2, 3, rows, 200, generator=generator, dtype=DTYPE) for rows in (head_rows, tail_rows))
+    stacked = network.stacked_covariance(head, tail, network.covariance(tail))
+    concatenated = network.covariance(torch.cat([head, tail], dim=-2))
+    assert stacked.shape == concatenated.shape == (2, 3, head_rows + tail_rows, head_rows + tail_rows)
+    assert torch.equal(stacked[..., :head_rows, head_rows:], stacked[..., head_rows:, :head_rows].mT)  # mirrored
+    if head_rows + tail_rows < HALVES_FROM:
+        assert torch.equal(stacked, concatenated)
+    torch.testing.assert_close(stacked, concatenated, rtol=1e-12, atol=1e-12 * concatenated.abs().max().item())
+    torch.testing.assert_close(stacked.diagonal(dim1=-2, dim2=-1), concatenated.diagonal(dim1=-2, dim2=-1),
+                               rtol=1e-13, atol=0)  # the jitter on every diagonal element, once
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
