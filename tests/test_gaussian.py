@@ -357,24 +357,47 @@ def tempered_prior_case(generator, size, condition_number):
 
 
 @pytest.mark.parametrize(("size", "condition_number"), FACTORIZATION_CASES)
-@pytest.mark.parametrize("beta", [1.0, 0.3, 0.01])
+@pytest.mark.parametrize("beta", [1.0, 0.7, 0.5, 0.3, 0.01])
 def test_tempered_prior_equals_its_cholesky_solve_form(generator, size, condition_number, beta):
-    """(L_B^-1 K)^T (L_B^-1 [Sigma mu]) equals K B^-1 [Sigma mu] by ``torch.cholesky_solve`` (the old form) to
-    1e-10 of each result's scale, on random and near-singular K and Sigma (the mixture B's condition number
-    up to 1e6), except at beta = 1 with a near-singular Sigma: there B = Sigma has condition 1e8 and both forms
+    """Below HALVES_FROM points (L_B^-1 K)^T (L_B^-1 [Sigma mu]), from it the Gram form (A - a A B^-1 A) / (1 - a)
+    (issue 39): each equals K B^-1 [Sigma mu] by ``torch.cholesky_solve`` (the old form) to 1e-10 of each
+    result's scale, on random and near-singular K and Sigma (the mixture B's condition number up to 1e6),
+    except at beta = 1 with a near-singular Sigma: there B = Sigma has condition 1e8 and the product forms
     miss the exact K~ = K by about 1e-9 (kappa eps), the new one by as much as the old one (the common
-    Cholesky factor's rounding); they agree to 1e-9."""
+    Cholesky factor's rounding; the Gram form, A = K and a = 0 there, is K itself); they agree to 1e-9. The
+    product form is symmetrized; the Gram form is symmetric up to its inputs' rounding (here to 1e-12 of the
+    result's scale, the inputs' asymmetry of eps |Sigma| against a K~ up to 1e4 times smaller)."""
     prior_cov, previous_mean, previous_cov = tempered_prior_case(generator, size, condition_number)
     expected_mean, expected_cov = old_tempered_prior(prior_cov, previous_mean, previous_cov, beta)
     mean, cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
     singular_mixture = beta == 1.0 and condition_number > 1e4
     assert_close_to_scale(cov, expected_cov, 1e-9 if singular_mixture else 1e-10)
     assert_close_to_scale(mean, expected_mean)
-    assert torch.equal(cov, cov.mT)
+    if size < HALVES_FROM:
+        assert torch.equal(cov, cov.mT)
+    else:
+        assert_close_to_scale(cov, cov.mT, 1e-12)
     if singular_mixture:  # K~ = K exactly: as exact as the old form, to 1% of its error
         exact = prior_cov.expand_as(cov)
         new_error, old_error = ((each - exact).abs().max() for each in (cov, expected_cov))
         assert new_error <= 1.01 * old_error
+
+
+@pytest.mark.parametrize("scale", [1e-2, 1.0, 1e2])
+@pytest.mark.parametrize("beta", [0.05, 0.5, 0.95])
+def test_tempered_prior_gram_form_is_exact_to_rounding_where_sigma_and_k_differ_in_scale(generator, scale, beta):
+    """Sigma = c K: K~ = c K / (beta c + 1 - beta) and m~ = (1-beta) mu / (beta c + 1 - beta) exactly. The Gram
+    form's difference (A - a A B^-1 A) / (1 - a) loses a |A| / ((1 - a) |K~|) roundings, 50 here at beta = 1/2
+    and c = 100 (1.3e-13 seen); with each side's a <= 1/2 within 1e-12 relative. Sigma's side at beta = 0.95
+    and c = 100 (a = 0.95) would lose 1800 (it fails), which K's side (a = 0.05) does not."""
+    size = HALVES_FROM + 1
+    prior_cov = spd_of_condition(generator, 1e2, 2, 1, size)
+    previous_cov, previous_mean = scale * prior_cov.expand(2, 3, size, size), torch.randn(2, 3, size, generator=generator,
+                                                                                          dtype=DTYPE)
+    mean, cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
+    denominator = beta * scale + 1 - beta
+    assert_close_to_scale(cov, (scale / denominator * prior_cov).expand_as(cov), 1e-12)
+    assert_close_to_scale(mean, (1 - beta) / denominator * previous_mean, 1e-12)
 
 
 @pytest.mark.parametrize("size", [20, HALVES_FROM + 1])
