@@ -205,7 +205,7 @@ class CostCount(TorchDispatchMode):
             self.costs.host["factorization"] += 1
             self.costs.factorization_flops[FACTORIZATIONS[packet]] += flop_registry[packet](*args, **kwargs,
                                                                                             out_val=out)
-        elif packet in flop_registry and not _vector_product(packet, args):  # baddbmm_ too: the GEMM reads and writes its C
+        elif packet in flop_registry and not _vector_product(packet, args):  # baddbmm_ too: the GEMM reads its C
             self.costs.host["product"] += 1
             self.costs.product_flops += flop_registry[packet](*args, **kwargs, out_val=out)
         elif func.is_view or packet in METADATA:

@@ -5,10 +5,10 @@ On CUDA, every probe (``gpstudy.training.probes``) trains under ``torch.cuda.set
 after its warm-up, so that any host synchronisation other than the step's deliberate one
 (``gpstudy.host_sync.deliberate``) raises; its peak device memory is read; and a batched Cholesky
 factor is timed under cuSOLVER and MAGMA and by ``gpstudy.blocked`` (products around the library's small
-factors: whether that pays on a GPU only a GPU can say), which must all agree; and RFE's product Phi L with L
-stored in 1, 4 and 8 column blocks (the same FLOPs in products of other widths: which is fastest, likewise). On the CPU the same
-functions run (what a machine without a GPU can check: synchronisations counted by dispatch, LAPACK's
-factor and the blocked one), and report the CUDA-only parts as not applicable.
+factors: whether that pays on a GPU only a GPU can say), which must all agree; and RFE's product Phi L with
+L stored in 1, 4 and 8 column blocks (the same FLOPs in products of other widths: which is fastest,
+likewise). On the CPU the same functions run (what a machine without a GPU can check: synchronisations
+counted by dispatch, LAPACK's factor and the blocked one), and report the CUDA-only parts as not applicable.
 """
 
 import time
@@ -22,8 +22,8 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.blocked import blocked_cholesky_ex
-from gpstudy.gaussian import raw_of_scale_tril
 from gpstudy.devices import synchronize
+from gpstudy.gaussian import raw_of_scale_tril
 from gpstudy.host_sync import HostSyncCounter, in_package, place
 from gpstudy.nets.block_tril import BlockTril
 from gpstudy.training.probes import build_probe

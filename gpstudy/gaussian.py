@@ -526,8 +526,7 @@ def tempered_prior(
     side, weight = (previous_cov, beta) if by_previous else (prior_cov, 1 - beta)  # A, a
     whitened = solve_lower(chol_mixture, side)  # L_B^-1 A
     whitened_mean = solve_lower(chol_mixture, previous_mean.unsqueeze(-1))  # L_B^-1 mu
-    batch = torch.broadcast_shapes(whitened.shape[:-2], chol_mixture.shape[:-2])
-    cov = _symmetric_product(whitened.expand(*batch, -1, -1).mT, alpha=-weight / (1 - weight))
+    cov = _symmetric_product(whitened.mT, alpha=-weight / (1 - weight))  # -a A B^-1 A / (1 - a)
     cov.add_(side, alpha=1 / (1 - weight))  # (A - a A B^-1 A) / (1 - a)
     projected = (whitened.mT @ whitened_mean).squeeze(-1)  # A B^-1 mu
     mean = previous_mean - beta * projected if by_previous else (1 - beta) * projected

@@ -392,8 +392,8 @@ def test_tempered_prior_gram_form_is_exact_to_rounding_where_sigma_and_k_differ_
     and c = 100 (a = 0.95) would lose 1800 (it fails), which K's side (a = 0.05) does not."""
     size = HALVES_FROM + 1
     prior_cov = spd_of_condition(generator, 1e2, 2, 1, size)
-    previous_cov, previous_mean = scale * prior_cov.expand(2, 3, size, size), torch.randn(2, 3, size, generator=generator,
-                                                                                          dtype=DTYPE)
+    previous_cov = scale * prior_cov.expand(2, 3, size, size)
+    previous_mean = torch.randn(2, 3, size, generator=generator, dtype=DTYPE)
     mean, cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
     denominator = beta * scale + 1 - beta
     assert_close_to_scale(cov, (scale / denominator * prior_cov).expand_as(cov), 1e-12)

@@ -78,6 +78,7 @@ def _triangular_gradient(phi: Tensor, grad: Tensor, lower: Tensor) -> Tensor:
 
 
 def _triangular_gradient_into(out: Tensor, phi: Tensor, grad: Tensor) -> None:
+    """:func:`_triangular_gradient` written into ``out`` ``[B, w, w]`` (a view may be strided), by halves."""
     half = _halves(out)
     if not half:
         _product_into(out, phi.mT, grad, accumulate=False)
