@@ -150,10 +150,10 @@ def test_fourier_features_move_at_most_eight_and_a_half_passes_over_the_features
     """cos and sin into their halves and the scaling in place (4 passes of the features' size; with a
     concatenation 6), their gradient from the output (3.5); before issue 39's item 4 the gradient was
     autograd's chain through all four (9.5)."""
-    projection = torch.empty(3, 50, 64, **META, requires_grad=True)
+    projection = torch.empty(3, 100, 128, **META, requires_grad=True)  # from WRITE_HALVES_FROM (32768) projections
     variance = torch.ones(3, **META)
     costs = costs_of(lambda: FourierFeatures()(projection, variance).sum().backward())
-    feature_bytes = 3 * 50 * 128 * 8
+    feature_bytes = 3 * 100 * 256 * 8
     assert 7.5 * feature_bytes < costs.bytes <= 8.5 * feature_bytes  # with the test's sum (1 pass)
 
 

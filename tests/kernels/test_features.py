@@ -7,7 +7,7 @@ import torch
 
 from gpstudy import numerics
 from gpstudy.kernels import KERNELS, ArcCosine, build_kernel, feature_map_problem
-from gpstudy.kernels.features import FourierFeatures
+from gpstudy.kernels.features import WRITE_HALVES_FROM, FourierFeatures
 
 DTYPE = numerics.DEFAULT_DTYPE
 COUNT = 200_000  # frequencies of the Monte Carlo estimate
@@ -86,15 +86,16 @@ def test_every_kernel_declares_the_feature_map_its_instances_have(name, options)
         assert str(refused.value) == problem
 
 
-@pytest.mark.parametrize("projection_shape, variance_shape", [((3, 7, 5), (3,)), ((7, 5), ()), ((7, 5), (2,))])
+@pytest.mark.parametrize("projection_shape, variance_shape", [((3, 7, 5), (3,)), ((7, 5), ()), ((7, 5), (2,)),
+                                                               ((3, 100, 200), (3,)), ((3, 100, 200), (2, 3))])
 def test_fourier_features_and_their_gradients_equal_scale_times_cos_and_sin(projection_shape, variance_shape):
     """The fused form (issue 39, item 4: cos and sin written into one output, backward from it) to 1e-12
     of its definition sqrt(s2 / H) [cos p, sin p], values and gradients in p and s2, batches broadcast."""
     generator = torch.Generator().manual_seed(3)
     projection = torch.randn(projection_shape, generator=generator, dtype=DTYPE, requires_grad=True)
     variance = (torch.rand(variance_shape, generator=generator, dtype=DTYPE) + 0.5).requires_grad_()
-    weights = torch.randn((*torch.broadcast_shapes(projection_shape[:-1], (*variance_shape, 1)), 10),
-                          generator=generator, dtype=DTYPE)
+    batch_and_points = torch.broadcast_shapes(projection_shape[:-1], (*variance_shape, 1))
+    weights = torch.randn((*batch_and_points, 2 * projection_shape[-1]), generator=generator, dtype=DTYPE)
     fused = FourierFeatures()(projection, variance)
     scale = (variance / projection_shape[-1]).sqrt()[..., None, None]
     reference = scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
@@ -102,3 +103,15 @@ def test_fourier_features_and_their_gradients_equal_scale_times_cos_and_sin(proj
     for mine, theirs in zip(torch.autograd.grad((fused * weights).sum(), (projection, variance)),
                             torch.autograd.grad((reference * weights).sum(), (projection, variance))):
         torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("count", [20, 1000])
+def test_fourier_features_written_into_halves_are_the_concatenated_ones_bit_for_bit(count):
+    """From WRITE_HALVES_FROM projections cos and sin are written into the result's halves and scaled in place
+    (issue 39): each element by the same operations as scale * cat([cos p, sin p]) (torch.equal)."""
+    rows = WRITE_HALVES_FROM // count + 1
+    projection = 3 * torch.randn(2, rows, count, generator=torch.Generator().manual_seed(5), dtype=DTYPE)
+    variance = torch.tensor([0.7, 1.9], dtype=DTYPE)
+    scale = (variance / count).sqrt()[..., None, None]
+    assert torch.equal(FourierFeatures()(projection, variance),
+                       scale * torch.cat([projection.cos(), projection.sin()], dim=-1))
