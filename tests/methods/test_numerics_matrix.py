@@ -84,7 +84,7 @@ KNOWN = {
 }
 # Known failures whose loss error sits at its bound, so that a rounding change anywhere in the step passes or fails
 # them: not strict. GPNet's float32 UCI cells' loss errors, seen: M = 100 1.3e-4 (ed2a343), 1.8e-5 and 1.4e-4
-# (issue 39's stacked covariance with 8 and 4 blocks); M = 500 2.2e-4, 4.4e-4, 3.5e-5.
+# (issue 39's stacked covariance with 8 and 4 blocks), 1.7e-4 (bac91af); M = 500 2.2e-4, 4.4e-4, 3.5e-5, 6.2e-5.
 AT_THE_BOUND = {"gpnet-uci-M100-float32", "gpnet-uci-M500-float32"}
 
 
