@@ -133,8 +133,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=8192, help="training-set size N of the speed rows")
     parser.add_argument("--cholesky", type=int, nargs="+", default=[20, 500, 1000], metavar="BATCH SIZE",
                         help="batch, then the sizes of section 4's Cholesky factors")
-    parser.add_argument("--block-tril", type=int, nargs=3, default=[20, 1000, 2000], metavar=("BATCH", "ROWS", "SIZE"),
-                        help="section 5's Phi [batch, rows, size]")
+    parser.add_argument("--block-tril", type=int, nargs=3, metavar=("BATCH", "ROWS", "SIZE"),
+                        help="section 5's Phi [batch, rows, size]: 20 1000 2000 (FBNN-500's), with --quick 20 200 2000")
     parser.add_argument("--blocks", type=int, nargs="+", default=[1, 4, 8], help="section 5's block counts")
     args = parser.parse_args()
     if len(args.cholesky) < 2:
@@ -155,6 +155,7 @@ def main() -> None:
     speed_lines, ran = speed_section(args, device, iterations, size)
     batch, *sizes = args.cholesky
     cholesky = {size: check.cholesky_libraries(device, batch, size, repeats) for size in sizes}
+    args.block_tril = args.block_tril or [20, 200 if args.quick else 1000, 2000]
     block_tril = check.block_tril_products(device, *args.block_tril, tuple(args.blocks), repeats)
     cuda = device.type == "cuda"
     summary = [["probes trained" + (" under sync debug mode" if cuda else ""),
