@@ -155,8 +155,8 @@ def main() -> None:
     speed_lines, ran = speed_section(args, device, iterations, size)
     batch, *sizes = args.cholesky
     cholesky = {size: check.cholesky_libraries(device, batch, size, repeats) for size in sizes}
-    args.block_tril = args.block_tril or [20, 200 if args.quick else 1000, 2000]
-    block_tril = check.block_tril_products(device, *args.block_tril, tuple(args.blocks), repeats)
+    block_tril_shape = args.block_tril or [20, 200 if args.quick else 1000, 2000]
+    block_tril = check.block_tril_products(device, *block_tril_shape, tuple(args.blocks), repeats)
     cuda = device.type == "cuda"
     summary = [["probes trained" + (" under sync debug mode" if cuda else ""),
                 f"{sum(c.error is None for c in checks)} of {len(checks)}"],
@@ -177,7 +177,7 @@ def main() -> None:
              f"(whether it is faster than the library's is what this section tells). They agree when residual "
              f"and difference are below {check.AGREEMENT:g}.", "",
              *[line for size, rows in cholesky.items() for line in cholesky_section(rows, batch, size)],
-             *block_tril_section(block_tril, *args.block_tril),
+             *block_tril_section(block_tril, *block_tril_shape),
              "## 6. Summary", "", *table(["check", "result"], summary)]
     with atomic_path(args.out) as tmp:
         tmp.write_text("\n".join(lines))

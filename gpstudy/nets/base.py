@@ -115,10 +115,9 @@ class InferenceNetwork(nn.Module):
         ``tail_covariance`` = ``covariance(tail)``, whose block is reused, not computed again (GPNet's q_t over
         [X_B; X_M] beside its loss's q over X_M: ``gaussian.stacked_gram``). A value, no gradient. Below
         ``HALVES_FROM`` rows in all the stacked factor's one product, as ``covariance`` makes it."""
-        rows = head.shape[-2] + tail.shape[-2]
         if head.shape[-2] == 0:
             return tail_covariance
-        if rows < HALVES_FROM:
+        if head.shape[-2] + tail.shape[-2] < HALVES_FROM:
             return self.covariance(torch.cat([head, tail], dim=-2))
         joint = stacked_gram(head, tail, tail_covariance)
         joint[..., : head.shape[-2], : head.shape[-2]].diagonal(dim1=-2, dim2=-1).add_(JITTER)  # the tail's has it
