@@ -34,6 +34,6 @@ for name in ('concrete', 'energy'): print(name, getattr(uci, 'read_' + name)(Pat
 
 # test_fit.py's compile tests of GPNet and FBNN skip here: compiling them needs torch 2.13 (docs/installation.md)
 "$venv/bin/pytest" -p no:cacheprovider -n 2 \
-    tests/test_environment.py tests/training/test_fit.py tests/test_kmeans.py tests/likelihoods \
-    tests/data/test_uci.py tests/data/test_fetch.py tests/test_plots.py tests/study/test_validate.py \
+    tests/test_environment.py tests/training/test_fit.py tests/methods/test_inducing.py tests/likelihoods \
+    tests/data/test_uci.py tests/data/test_fetch.py tests/report/test_plots.py tests/study/test_validate.py \
     tests/test_profiles.py tests/test_report.py

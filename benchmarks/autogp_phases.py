@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from gpstudy.methods import Problem, build_method
-from gpstudy.optim import adam
+from gpstudy.training.optim import adam
 from gpstudy.study import DEFAULT_CONFIG, load_config, run_settings
 from gpstudy.training.fit import BatchSampler, fit, train_iteration
 

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from speed import build  # noqa: E402
 
 from gpstudy import generators as draws  # noqa: E402
-from gpstudy.checkpoint import Checkpointer, save  # noqa: E402
+from gpstudy.training.checkpoint import Checkpointer, save  # noqa: E402
 
 
 def main() -> None:

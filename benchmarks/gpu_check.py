@@ -6,13 +6,13 @@ Nothing in this repository has run on a GPU yet: if you have one, please run
 
 and open an issue with the ``gpu_report.md`` it writes attached. It reports (1) the environment
 (torch, CUDA, driver, GPUs, float64 and float32 matrix-product rates); (2) every probe
-(``gpstudy.training.probes``: each method and config variant on a small problem) trained for a few
+(``gpstudy.diagnostics.probes``: each method and config variant on a small problem) trained for a few
 warm-up iterations, then more under ``torch.cuda.set_sync_debug_mode("error")`` (any host
 synchronisation but the step's deliberate one raises), with its peak CUDA memory; (3) ``speed.py``'s
 rows for svgp, gpnet and fbnn at M 100 and 500 for 1 and 20 splits, with peak memory, each beside
 ``gpu_estimate.py``'s estimate of it under each rate set (so that the report calibrates the rates); (4) a batched
 Cholesky factor of 20 x 500 x 500 and 20 x 1000 x 1000 float64 (the study's sizes) under cuSOLVER, under
-MAGMA and by ``gpstudy.blocked`` (cuSOLVER's leaves and products), and whether they agree; (5) RFE's product
+MAGMA and by ``gpstudy.linalg.blocked`` (cuSOLVER's leaves and products), and whether they agree; (5) RFE's product
 Phi L (and Phi m) forward and backward at 20 x 1000 x 2000 float64 (FBNN-500's network) with L stored in 1, 4
 (the study's) and 8 column blocks, the same FLOPs on a GPU in products of other widths; (6) a summary.
 A failure of one check is recorded in the report, never fatal.
@@ -29,11 +29,11 @@ import torch
 
 import gpu_estimate  # benchmarks/gpu_estimate.py, beside this script
 import speed  # benchmarks/speed.py, beside this script
-from gpstudy import device_check as check
+from gpstudy.diagnostics import device_check as check
 from gpstudy.io import atomic_path
 from gpstudy.nets.block_tril import BLOCKS, DENSE_BELOW
 from gpstudy.study import DEFAULT_CONFIG, load_config
-from gpstudy.training.probes import PROBES
+from gpstudy.diagnostics.probes import PROBES
 
 
 def megabytes(value: int | None, device: torch.device) -> str:
@@ -103,7 +103,7 @@ def cholesky_section(rows: list[check.CholeskyTiming], batch: int, size: int) ->
               "" if row.residual is None else f"{row.residual:.1e}",
               "" if row.difference is None else "reference" if row is rows[0] else f"{row.difference:.1e}",
               row.error or ""] for row in rows]
-    return [f"### torch.linalg.cholesky_ex and gpstudy.blocked of {batch} x {size} x {size} float64", "",
+    return [f"### torch.linalg.cholesky_ex and gpstudy.linalg.blocked of {batch} x {size} x {size} float64", "",
             *table(["library", "s per batch", "residual |LL'v - Av|/|Av|", "max |L - L_first| / max |L_first|",
                     "error"], cells)]
 
@@ -173,7 +173,7 @@ def main() -> None:
              *probe_section(checks, device, warmup, steps), *speed_lines,
              "## 4. Batched Cholesky", "",
              "Each library via torch.backends.cuda.preferred_linalg_library (on the CPU: LAPACK alone), then "
-             "gpstudy.blocked's factor by halves, its leaves by the first library and the rest matrix products "
+             "gpstudy.linalg.blocked's factor by halves, its leaves by the first library and the rest matrix products "
              f"(whether it is faster than the library's is what this section tells). They agree when residual "
              f"and difference are below {check.AGREEMENT:g}.", "",
              *[line for size, rows in cholesky.items() for line in cholesky_section(rows, batch, size)],

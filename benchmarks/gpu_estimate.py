@@ -21,12 +21,12 @@ operator dispatched into one kind and counts what it costs:
   not the whole source;
 - **view** (the schema returns an alias: ``view``, ``expand``, ``transpose``, ``detach``, ...) and
   **allocation** (``empty``, ``empty_like``, ...): no kernel and no bytes, host time only;
-- **adam**: the optimizer's step is counted as PyTorch's fused CUDA Adam (``gpstudy.optim.adam``: fused
+- **adam**: the optimizer's step is counted as PyTorch's fused CUDA Adam (``gpstudy.training.optim.adam``: fused
   on CUDA) instead of the per-tensor operators it runs on ``meta``: per parameter group and dtype one
   ``_foreach_add_`` of the step counts and one ``_fused_adam_`` that reads parameter, gradient and both
   moments and writes parameter and moments (7 x the parameters' bytes).
 
-Host synchronisations are counted on the CPU (``gpstudy.host_sync``) at a small size (they do not depend
+Host synchronisations are counted on the CPU (``gpstudy.runtime.host_sync``) at a small size (they do not depend
 on it). The model, whose rates (:class:`Rates`) are arguments:
 
     GPU time  = product FLOPs / product rate + sum over kinds of factorization FLOPs / that kind's rate
@@ -84,8 +84,8 @@ from torch.utils.flop_counter import flop_registry
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speed  # noqa: E402  (its FLOP formulas register on import)
 
-from gpstudy.host_sync import HostSyncCounter, in_package, place  # noqa: E402
-from gpstudy.optim import adam  # noqa: E402
+from gpstudy.runtime.host_sync import HostSyncCounter, in_package, place  # noqa: E402
+from gpstudy.training.optim import adam  # noqa: E402
 from gpstudy.training.fit import BatchSampler, train_iteration  # noqa: E402
 
 aten = torch.ops.aten

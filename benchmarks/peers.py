@@ -43,10 +43,10 @@ try:
 except ImportError:
     sys.exit("benchmarks/peers.py needs GPyTorch: pip install -e '.[bench]'")
 
-from gpstudy.devices import synchronize
+from gpstudy.runtime.devices import synchronize
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.memory import keep_freed_memory
+from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.methods import Method, Problem, build_method
 from gpstudy.study import DEFAULT_CONFIG, load_config, run_settings
 

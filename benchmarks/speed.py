@@ -52,9 +52,9 @@ from torch.utils.flop_counter import FlopCounterMode, addmm_flop, baddbmm_flop, 
 
 import gpstudy
 from gpstudy.data.registry import DATASETS
-from gpstudy.device_check import matmul_rate
+from gpstudy.diagnostics.device_check import matmul_rate
 from gpstudy.likelihoods import LIKELIHOODS
-from gpstudy.memory import keep_freed_memory
+from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.methods import Problem, build_method
 from gpstudy.study import load_config, run_settings
 from gpstudy.study.settings import DTYPES
@@ -336,7 +336,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true",
                         help="also time each row with training.torch_compile: true (its first iteration compiles)")
     parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
-                        help="keep freed memory for reuse, as training jobs do (gpstudy.memory), or glibc's default")
+                        help="keep freed memory for reuse, as training jobs do (gpstudy.runtime.flags), or glibc's default")
     args = parser.parse_args()
     if args.serve:
         serve(args.seconds)

@@ -1,9 +1,9 @@
 """What TF32 would do to the UCI study's numbers, measured on a CPU: GPNet-100 and FBNN-500 (the UCI
 experiment's network methods) trained under ``dtype: mixed`` at config.yaml's sizes, on the first splits
-of Boston and Concrete, without and with ``gpstudy.tf32.EmulatedTF32`` (every float32 product's operands
+of Boston and Concrete, without and with ``gpstudy.diagnostics.tf32_emulation.EmulatedTF32`` (every float32 product's operands
 rounded to TF32, as a GPU's tensor cores would); each cell's splits train as one batch, as a job does.
 Prints per cell the mean and largest change of test RMSE and log-likelihood over the splits, in the
-metric's units and in standard errors of the paper's cell (tests/test_tf32.py allows 5%).
+metric's units and in standard errors of the paper's cell (tests/diagnostics/test_tf32_emulation.py allows 5%).
 
     python benchmarks/tf32.py [--data ../shared/data] [--datasets boston concrete] [--splits 3]
                               [--iterations 500] [--pretrain-iterations 1000]
@@ -19,7 +19,7 @@ import torch
 
 from gpstudy.paper import paper_table
 from gpstudy.study import load_config, run_settings
-from gpstudy.tf32 import study_split, train_with_and_without_tf32
+from gpstudy.diagnostics.tf32_emulation import study_split, train_with_and_without_tf32
 
 REPO = Path(__file__).resolve().parents[1]
 CELLS = (("gpnet", 100), ("fbnn", 500))  # the methods TF32 would touch (RFE networks under mixed), the M of each

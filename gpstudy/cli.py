@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     compared.add_argument("reference", type=Path, metavar="REFERENCE", help="the folder compared with, e.g. "
                           "docs/reference/paper-cpu or an earlier results/")
     compared.add_argument("--se", type=float, help="a cell may move at most this many of the reference's "
-                          "standard errors (default 0.1, gpstudy.compare.Tolerance's)")
+                          "standard errors (default 0.1, gpstudy.report.compare.Tolerance's)")
     compared.add_argument("--relative", type=float, help="and at most this fraction of the reference's mean "
-                          "(default 0.001, gpstudy.compare.Tolerance's)")
+                          "(default 0.001, gpstudy.report.compare.Tolerance's)")
     compared.add_argument("--partial", action="store_true", help="RESULTS regenerated part of REFERENCE: the "
                           "reference's runs and claims it lacks are no difference")
     args = parser.parse_args(argv)
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def compare_folders(args: argparse.Namespace) -> None:
     """``gpstudy compare``: print the comparison; exit 1 when it differs, 2 when a folder cannot be read."""
-    from gpstudy.compare import Tolerance, compare
+    from gpstudy.report.compare import Tolerance, compare
 
     try:
         given = {name: value for name, value in (("se", args.se), ("relative", args.relative)) if value is not None}
@@ -214,9 +214,9 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics."""
     import torch
 
-    from gpstudy import progress
+    from gpstudy.training import progress
     from gpstudy.likelihoods import LIKELIHOODS
-    from gpstudy.memory import keep_freed_memory
+    from gpstudy.runtime.flags import keep_freed_memory
     from gpstudy.metrics import TASK_METRICS
     from gpstudy.study import dataset_of, run_settings
     from gpstudy.training import run_job

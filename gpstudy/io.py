@@ -112,7 +112,7 @@ def write_csv(path: str | os.PathLike, frame: "pandas.DataFrame") -> None:
 def source_digest(package: Path = PACKAGE) -> str:
     """The sha256 of a gpstudy package's source (every ``SOURCE_SUFFIXES`` file, by path; default: the one
     this process imported), read once per process: the code version a checkpoint records, and what tells
-    two copies of the code apart (``gpstudy.job.check_same_code``)."""
+    two copies of the code apart (``gpstudy.runtime.job.check_same_code``)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in package.rglob("*") if p.suffix in SOURCE_SUFFIXES):
         digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())

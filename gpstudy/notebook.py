@@ -28,12 +28,12 @@ from gpstudy.data.prepare import checked_raw_folder
 from gpstudy.data.split import moments
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import Method
-from gpstudy.progress import bars, watched
+from gpstudy.training.progress import bars, watched
 from gpstudy.study import DEFAULT_CONFIG, RunSettings, data_plan, dataset_of, load_config, run_settings
 from gpstudy.training.run import build_batch, plot_predictions
 
 ARRAYS = Dataset("arrays", read=None, task="regression")  # what fit's x and y are when no `dataset` names them
-PROGRESS_LOGGER = "gpstudy"  # its INFO lines are shown while fit trains (gpstudy.progress)
+PROGRESS_LOGGER = "gpstudy"  # its INFO lines are shown while fit trains (gpstudy.training.progress)
 
 
 @dataclass
@@ -78,7 +78,7 @@ def fit(x: Any, y: Any, method: str, M: int, *, dataset: str | None = None, conf
         configfiles: config files merged over ``gpstudy.study.DEFAULT_CONFIG``, as ``--configfile``.
         seed: the seed of every random draw; None: the config's.
         progress: show training's progress lines on stderr (iteration k of T, it/s, elapsed, ETA and the
-            objective, every ``eval_every`` iterations and every ``gpstudy.progress.LOG_SECONDS``), unless
+            objective, every ``eval_every`` iterations and every ``gpstudy.training.progress.LOG_SECONDS``), unless
             logging already shows them, and a tqdm bar in a terminal or a Jupyter notebook.
         **settings: any training setting (``iterations``, ``lr``, ``batch_size``, ``eval_every``, ``device``,
             ...) or option of the method (``gpstudy settings`` lists them), overriding the config's.

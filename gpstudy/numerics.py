@@ -6,8 +6,8 @@ DEFAULT_DTYPE = torch.float64  # float64 everywhere unless a run asks otherwise
 JITTER = 1e-6  # added to the diagonal of every kernel and network covariance
 POSITIVE_FLOOR = 1e-6  # lower bound of every softplus-constrained parameter
 PREDICT_CHUNK = 4096  # points predicted at a time unless a method or network needs fewer (memory per point)
-CHOLESKY_MAX_TRIES = 5  # extra jitter tries of gaussian.cholesky: JITTER, 10 JITTER, ... (x10 each)
-FACTOR_BLOCK = 128  # rows of the leaves of gpstudy.blocked's Cholesky factors and triangular solves (off a CPU):
+CHOLESKY_MAX_TRIES = 5  # extra jitter tries of linalg.cholesky: JITTER, 10 JITTER, ... (x10 each)
+FACTOR_BLOCK = 128  # rows of the leaves of gpstudy.linalg.blocked's Cholesky factors and triangular solves (off a CPU):
 # a UCI step's n = 500-1000 splits 2-3 times (1000 -> 500 -> 250 -> 125), so that potrf keeps (128 / n)^2 and trsm
 # 128 / n of their FLOPs, the rest products of at least 125 x 125 blocks, and a factor launches tens of kernels
 KMEANS_TOL = 1e-4  # k-means stops when the centres' squared shift is at most this times the mean feature variance

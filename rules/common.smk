@@ -5,9 +5,9 @@ import os
 from dataclasses import asdict
 
 from gpstudy import paths
-from gpstudy.claims import claims_path, settings_gaps
+from gpstudy.report.claims import claims_path, settings_gaps
 from gpstudy.data import PROTOCOLS
-from gpstudy.job import check_same_code
+from gpstudy.runtime.job import check_same_code
 from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
 from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, splits_of, study_jobs,
                            validate_config)

@@ -1,9 +1,9 @@
-"""Rule claims: the paper's claims (gpstudy/paper_claims.yaml) measured on the study's runs, with verdicts."""
+"""Rule claims: the paper's claims (gpstudy/report/claims/paper_claims.yaml) measured on the study's runs, with verdicts."""
 
 from pathlib import Path
 
-from gpstudy.claims import evaluate_claims, load_claims, read_evidence, write_claims
-from gpstudy.job import start_job
+from gpstudy.report.claims import evaluate_claims, load_claims, read_evidence, write_claims
+from gpstudy.runtime.job import start_job
 
 start_job(snakemake.log[0])
 evidence = read_evidence(snakemake.input.runs, snakemake.params.posteriors, snakemake.params.gaps)

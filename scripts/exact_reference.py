@@ -3,8 +3,8 @@ a table the claims are measured against."""
 
 from gpstudy.data import load_split
 from gpstudy.io import write_csv
-from gpstudy.job import start_job
-from gpstudy.pretrain import read_hyperparameters
+from gpstudy.runtime.job import start_job
+from gpstudy.training.pretrain import read_hyperparameters
 from gpstudy.study import RunSettings
 from gpstudy.training import exact_reference
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpstudy.job import start_job
-from gpstudy.plots import learning_curves
+from gpstudy.runtime.job import start_job
+from gpstudy.report.plots import learning_curves
 from gpstudy.study import variant_labels
 
 start_job(snakemake.log[0])

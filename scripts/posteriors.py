@@ -5,9 +5,9 @@ from pathlib import Path
 import pandas as pd
 
 from gpstudy.data import load_split
-from gpstudy.job import start_job
-from gpstudy.plots import posteriors
-from gpstudy.results import collect_predictions
+from gpstudy.runtime.job import start_job
+from gpstudy.report.plots import posteriors
+from gpstudy.report.results import collect_predictions
 from gpstudy.study import variant_labels
 
 start_job(snakemake.log[0])

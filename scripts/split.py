@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from gpstudy.data import prepare_split
-from gpstudy.job import start_job
+from gpstudy.runtime.job import start_job
 from gpstudy.study import dataset_of
 
 start_job(snakemake.log[0])

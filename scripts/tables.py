@@ -3,10 +3,10 @@ where the experiment asks) of one experiment."""
 
 from pathlib import Path
 
-from gpstudy.job import start_job
-from gpstudy.results import read_runs
+from gpstudy.runtime.job import start_job
+from gpstudy.report.results import read_runs
 from gpstudy.study import variant_labels
-from gpstudy.tables import experiment_table, write_table
+from gpstudy.report.tables import experiment_table, write_table
 
 start_job(snakemake.log[0])
 runs = read_runs(snakemake.input[0])

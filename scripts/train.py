@@ -5,8 +5,8 @@ from pathlib import Path
 import torch
 
 from gpstudy import paths
-from gpstudy.job import start_job
-from gpstudy.memory import keep_freed_memory
+from gpstudy.runtime.job import start_job
+from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.study import RunSettings
 from gpstudy.training import run_job
 

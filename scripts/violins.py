@@ -3,9 +3,9 @@ method, PBP beside, of one experiment."""
 
 from pathlib import Path
 
-from gpstudy.job import start_job
-from gpstudy.plots import violins
-from gpstudy.results import read_runs
+from gpstudy.runtime.job import start_job
+from gpstudy.report.plots import violins
+from gpstudy.report.results import read_runs
 from gpstudy.study import variant_labels
 
 start_job(snakemake.log[0])

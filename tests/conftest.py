@@ -92,7 +92,7 @@ def copy_package(folder: Path, changed: bool) -> Path:
 
 @pytest.fixture
 def package_copy():
-    """:func:`copy_package`, for the tests of one copy of the code (tests/test_job.py, tests/test_wheel.py)."""
+    """:func:`copy_package`, for the tests of one copy of the code (tests/runtime/test_job.py, tests/test_wheel.py)."""
     return copy_package
 
 
@@ -197,7 +197,7 @@ def html_table():
 
 @pytest.fixture
 def recorded_signals() -> list[int]:
-    """The signals a test's own SIGTERM and SIGUSR1 handlers receive: a test of ``gpstudy.stopping`` that
+    """The signals a test's own SIGTERM and SIGUSR1 handlers receive: a test of ``gpstudy.training.stopping`` that
     raises them in the test run's process, were they not caught, finds them here instead of killing the run."""
     received = []
     before = {number: signal.signal(number, lambda number, frame: received.append(number))
@@ -211,8 +211,8 @@ def recorded_signals() -> list[int]:
 def pretraining_steps(monkeypatch):
     """``pretraining_steps(sigterm_at=None)``: a list that counts pretraining's optimizer steps from now on;
     SIGTERM is raised in this process during step ``sigterm_at`` (use with ``recorded_signals``)."""
-    import gpstudy.optim
-    import gpstudy.pretrain
+    import gpstudy.training.optim
+    import gpstudy.training.pretrain
 
     def count(sigterm_at: int | None = None) -> list[int]:
         steps = []
@@ -221,8 +221,8 @@ def pretraining_steps(monkeypatch):
             steps.append(len(steps) + 1)
             if len(steps) == sigterm_at:
                 signal.raise_signal(signal.SIGTERM)
-            return gpstudy.optim.optimizer_step(*args, **kwargs)
+            return gpstudy.training.optim.optimizer_step(*args, **kwargs)
 
-        monkeypatch.setattr(gpstudy.pretrain, "optimizer_step", step)
+        monkeypatch.setattr(gpstudy.training.pretrain, "optimizer_step", step)
         return steps
     return count

@@ -8,24 +8,11 @@ import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpstudy import gaussian, numerics
-from gpstudy.gaussian import (
-    CholeskyError,
-    cholesky,
-    condition,
-    cross_entropy,
-    entropy,
-    HALVES_FROM,
-    gram,
-    inverse_positive,
-    kl_divergence,
-    log_density,
-    positive,
-    raw_scale_tril,
-    scale_tril,
-    tempered_prior,
-    tempered_target,
-)
+from gpstudy import gaussian, linalg, numerics
+from gpstudy.linalg import (CholeskyError, cholesky, HALVES_FROM, gram, inverse_positive, positive, raw_scale_tril,
+                            scale_tril)
+from gpstudy.gaussian import (condition, cross_entropy, entropy, kl_divergence, log_density, tempered_prior,
+                              tempered_target)
 
 DTYPE = numerics.DEFAULT_DTYPE
 
@@ -85,7 +72,7 @@ def test_cholesky_matches_torch(generator):
 
 def test_cholesky_escalates_jitter_and_logs(caplog):
     singular = torch.ones(5, 5, dtype=DTYPE)  # rank one: fails without jitter
-    with caplog.at_level(logging.WARNING, logger=gaussian.__name__):
+    with caplog.at_level(logging.WARNING, logger=linalg.factor.__name__):
         factor = cholesky(singular)
     assert len(caplog.records) == 1 and "1.0e-06" in caplog.records[0].getMessage()
     torch.testing.assert_close(factor @ factor.mT, singular + numerics.JITTER * torch.eye(5, dtype=DTYPE))
@@ -94,7 +81,7 @@ def test_cholesky_escalates_jitter_and_logs(caplog):
 def test_cholesky_gives_up_with_a_clear_error(caplog):
     indefinite = torch.diag(torch.tensor([1.0, -1.0, 1.0], dtype=DTYPE))
     last_jitter = numerics.JITTER * 10.0 ** (numerics.CHOLESKY_MAX_TRIES - 1)
-    with caplog.at_level(logging.WARNING, logger=gaussian.__name__), pytest.raises(CholeskyError) as error:
+    with caplog.at_level(logging.WARNING, logger=linalg.factor.__name__), pytest.raises(CholeskyError) as error:
         cholesky(indefinite)
     assert "3 x 3" in str(error.value) and f"{last_jitter:.1e}" in str(error.value)
     assert len(caplog.records) == numerics.CHOLESKY_MAX_TRIES
@@ -105,7 +92,7 @@ def test_cholesky_of_a_batch_jitters_and_fails_only_the_bad_matrices(generator, 
     singular = torch.ones(4, 4, dtype=DTYPE)  # saved by the first jitter
     indefinite = torch.diag(torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=DTYPE))  # saved by none
     batch = torch.stack([good[0], singular, indefinite, good[1]])
-    with caplog.at_level(logging.WARNING, logger=gaussian.__name__):
+    with caplog.at_level(logging.WARNING, logger=linalg.factor.__name__):
         factor = cholesky(batch)
     for index in (0, 3):  # untouched: no jitter where none was needed
         torch.testing.assert_close(factor[index], torch.linalg.cholesky(batch[index]), rtol=0, atol=0)
@@ -125,11 +112,11 @@ def test_deferred_checks_leave_out_the_failures_of_lost_splits_unless_all_are(ge
     indefinite = torch.diag(torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=DTYPE))
     for batch, lost, failed in (([good, nan], [False, True], False), ([good, indefinite], [False, True], False),
                                 ([indefinite, nan], [False, True], True), ([nan, nan], [True, True], True)):
-        with gaussian.deferred_factor_checks() as checks:
+        with linalg.deferred_factor_checks() as checks:
             cholesky(torch.stack(batch))
         assert checks.any_failed() is True
         assert checks.any_failed(torch.tensor(lost)) is failed, (batch, lost)
-    with gaussian.deferred_factor_checks() as checks:
+    with linalg.deferred_factor_checks() as checks:
         cholesky(torch.stack([good, good]))
         cholesky(indefinite)  # no split dimension: counts whole
     assert checks.any_failed(torch.tensor([False, True])) is True
@@ -288,16 +275,16 @@ def old_tempered_prior(prior_cov, previous_mean, previous_cov, beta):
 def test_inverse_by_products_equals_cholesky_inverse(generator, size, condition_number):
     """L^-T L^-1 by a triangular solve and a Gram product (a GPU's form) equals LAPACK's potri (a CPU's)."""
     chol = torch.linalg.cholesky(spd_of_condition(generator, condition_number, 3, size))
-    inverse = gaussian.inverse_by_products(chol)
+    inverse = linalg.inverse_by_products(chol)
     assert_close_to_scale(inverse, old_inverse(chol))
     assert_close_to_scale(inverse, inverse.mT, 1e-15)
 
 
 def test_the_inverse_is_potri_on_a_cpu_and_products_elsewhere(generator):
     chol = torch.linalg.cholesky(spd_of_condition(generator, 1e2, 2, 30))
-    assert torch.equal(gaussian.inverse_from_scale_tril(chol), torch.cholesky_inverse(chol))
+    assert torch.equal(linalg.inverse_from_scale_tril(chol), torch.cholesky_inverse(chol))
     with OperatorNames() as called:
-        gaussian.inverse_from_scale_tril(chol.to("meta"))
+        linalg.inverse_from_scale_tril(chol.to("meta"))
     assert "cholesky_inverse" not in called and "linalg_solve_triangular" in called, called
 
 
@@ -313,7 +300,7 @@ class OperatorNames(TorchDispatchMode, set):
 def inverse_form(request, monkeypatch) -> str:
     """The covariance KL with a CPU's inverse (potri) and with a GPU's (``inverse_by_products``), on the CPU."""
     if request.param == "gpu":
-        monkeypatch.setattr(gaussian, "inverse_from_scale_tril", gaussian.inverse_by_products)
+        monkeypatch.setattr(gaussian, "inverse_from_scale_tril", linalg.inverse_by_products)
     return request.param
 
 
@@ -405,8 +392,8 @@ def test_new_forms_in_float32_round_as_the_old_ones(generator, size):
     """training.dtype float32 runs these forms in float32 (``mixed`` runs them in float64): at condition 1e2
     they stay within float32 rounding of the float64 result, 1e-5 of its scale, as the old forms do."""
     chol = torch.linalg.cholesky(spd_of_condition(generator, 1e2, 3, size))
-    reference = gaussian.inverse_by_products(chol)
-    for inverse in (gaussian.inverse_by_products, old_inverse):
+    reference = linalg.inverse_by_products(chol)
+    for inverse in (linalg.inverse_by_products, old_inverse):
         result = inverse(chol.float())
         assert result.dtype == torch.float32
         assert_close_to_scale(result.double(), reference, 1e-5)
@@ -424,7 +411,7 @@ def old_scale_tril(raw: torch.Tensor) -> torch.Tensor:
 
 
 def old_symmetric_product(factor: torch.Tensor, upper_triangular: bool = False) -> torch.Tensor:
-    """_symmetric_product's row halves as they were joined before issue 39's item 4: concatenations."""
+    """symmetric_product's row halves as they were joined before issue 39's item 4: concatenations."""
     half = factor.shape[-2] // 2
     top = factor[..., :half, :]
     if upper_triangular:
@@ -464,25 +451,25 @@ def test_scale_tril_equals_autograds_form_bit_for_bit(generator, shape):
 def test_add_jitter_in_place_equals_add_jitter_and_writes_its_argument(generator, rows):
     root = torch.randn(3, rows, 5, generator=generator, dtype=DTYPE)
     upstream = torch.randn(3, rows, rows, generator=generator, dtype=DTYPE)
-    for new, old in zip(values_and_gradients(lambda x: gaussian.add_jitter_(gram(x)), root, upstream),
-                        values_and_gradients(lambda x: gaussian.add_jitter(gram(x)), root, upstream)):
+    for new, old in zip(values_and_gradients(lambda x: linalg.add_jitter_(gram(x)), root, upstream),
+                        values_and_gradients(lambda x: linalg.add_jitter(gram(x)), root, upstream)):
         assert torch.equal(new, old)
     # a gradient arriving transposed leaves in the matrix's layout, as autograd's copy left it: a kernel variance's
     # gradient sums over it in the same order
     kernel_values = torch.rand(3, rows, rows, generator=generator, dtype=DTYPE)
     variance = torch.rand(3, 1, 1, generator=generator, dtype=DTYPE)
-    for new, old in zip(values_and_gradients(lambda v: gaussian.add_jitter_(v * kernel_values).mT, variance, upstream),
-                        values_and_gradients(lambda v: gaussian.add_jitter(v * kernel_values).mT, variance, upstream)):
+    for new, old in zip(values_and_gradients(lambda v: linalg.add_jitter_(v * kernel_values).mT, variance, upstream),
+                        values_and_gradients(lambda v: linalg.add_jitter(v * kernel_values).mT, variance, upstream)):
         assert torch.equal(new, old)
     matrix = root @ root.mT
-    assert gaussian.add_jitter_(matrix) is matrix
+    assert linalg.add_jitter_(matrix) is matrix
     with pytest.raises(RuntimeError, match="leaf"):  # a parameter is refused, not overwritten
-        gaussian.add_jitter_(matrix.clone().requires_grad_())
+        linalg.add_jitter_(matrix.clone().requires_grad_())
     saved = root.clone().requires_grad_()
     exponential = saved.exp()  # exp's backward needs its result: autograd refuses the write at the backward pass
-    gaussian.add_jitter_(exponential[:, :5, :5] @ exponential[:, :5, :5].mT)  # a product's result is free
+    linalg.add_jitter_(exponential[:, :5, :5] @ exponential[:, :5, :5].mT)  # a product's result is free
     with pytest.raises(RuntimeError, match="inplace"):
-        gaussian.add_jitter_(saved[:, :5, :].exp()).sum().backward()
+        linalg.add_jitter_(saved[:, :5, :].exp()).sum().backward()
 
 
 @pytest.mark.parametrize("shape", [(HALVES_FROM + 1, 9), (3, HALVES_FROM, 200), (2, 2, HALVES_FROM + 3, 7)])
@@ -493,7 +480,7 @@ def test_symmetric_product_by_halves_equals_its_concatenated_form_bit_for_bit(ge
     factor = torch.randn(shape, generator=generator, dtype=DTYPE)
     if upper_triangular:
         factor = torch.randn((*shape[:-1], shape[-2]), generator=generator, dtype=DTYPE).triu()
-    new = gaussian._symmetric_product(factor, upper_triangular)
+    new = linalg.symmetric_product(factor, upper_triangular)
     assert new.shape == (*factor.shape[:-1], factor.shape[-2])
     assert torch.equal(new, old_symmetric_product(factor, upper_triangular))
 

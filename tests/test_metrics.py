@@ -7,7 +7,7 @@ from torch.distributions import Normal
 
 from gpstudy.likelihoods import Bernoulli, GaussianLikelihood
 from gpstudy.metrics import METRIC_NAMES, TASK_METRICS, average_log_likelihood, error_rate, rmse, task_metrics
-from gpstudy.results import RUN_COLUMNS
+from gpstudy.report.results import RUN_COLUMNS
 
 
 def test_rmse_in_original_units():

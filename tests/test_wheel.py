@@ -58,7 +58,7 @@ def test_a_wheel_of_the_checkout_is_its_code_and_an_edit_of_the_checkout_is_not(
     was built of, and is refused once that checkout's code changes (a `git pull` without a reinstall)."""
     edited = package_copy(tmp_path / "edited", changed=True) / "gpstudy"  # the checkout's package, one module edited
     for planned, refused in ((REPO / "gpstudy", False), (edited, True)):
-        run = subprocess.run([installed_wheel / "python", "-c", "import sys; from gpstudy.job import check_same_code; "
+        run = subprocess.run([installed_wheel / "python", "-c", "import sys; from gpstudy.runtime.job import check_same_code; "
                               "check_same_code(sys.argv[1])", str(planned)], cwd=tmp_path, env=outside_env,
                              capture_output=True, text=True, timeout=120)
         assert (run.returncode != 0) == refused, run.stderr

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from gpstudy.claims import load_claims
+from gpstudy.report.claims import load_claims
 from gpstudy.data import load_split
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ from gpstudy.data.fetch import ChecksumError, FetchError, FileSpec, Source, fetc
 from gpstudy.data.prepare import fetch_dataset, prepare_split, prepare_table, split_of_table
 from gpstudy.data.registry import DATASETS, PROTOCOLS, Dataset, get_dataset
 from gpstudy.data.split import Split, load_split, make_split, non_finite, read_table, save_split, split_rows
-from gpstudy.data.table import DataError, Table, load_table, save_table
+from gpstudy.data.dataset import DataError, Table, load_table, save_table
 
 __all__ = [
     "ChecksumError", "DATASETS", "DataError", "Dataset", "FetchError", "FileSpec", "PROTOCOLS",

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpstudy.data.table import DataError, Table
+from gpstudy.data.dataset import DataError, Table
 
 log = logging.getLogger(__name__)
 

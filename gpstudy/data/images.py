@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpstudy.data.table import DataError, Table
+from gpstudy.data.dataset import DataError, Table
 
 IDX_MAGIC = {2049: 1, 2051: 3}  # IDX magic number -> number of dimensions (labels, images)
 CIFAR10_BATCHES = tuple(f"cifar-10-batches-bin/data_batch_{i}.bin" for i in range(1, 6))

@@ -10,7 +10,7 @@ import numpy as np
 from gpstudy.data.fetch import ChecksumError, FileSpec, fetch_file, sha256_of
 from gpstudy.data.registry import Dataset
 from gpstudy.data.split import Split, make_split, read_table, save_split, split_rows
-from gpstudy.data.table import DataError, Table, load_table, save_table
+from gpstudy.data.dataset import DataError, Table, load_table, save_table
 from gpstudy.io import read_json, write_json
 
 log = logging.getLogger(__name__)

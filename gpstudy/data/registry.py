@@ -10,7 +10,7 @@ from typing import Any
 
 from gpstudy.data import airline, images, uci, user
 from gpstudy.data.fetch import FileSpec, Source
-from gpstudy.data.table import Table
+from gpstudy.data.dataset import Table
 
 PROTOCOLS = ("random", "index_files", "given", "first_rows")  # how train/test splits are made (see split.py)
 ONE_SPLIT_PROTOCOLS = ("given", "first_rows")  # protocols that make split 0 only

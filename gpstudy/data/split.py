@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from gpstudy.data.registry import PROTOCOLS, Dataset
-from gpstudy.data.table import DataError, Table
+from gpstudy.data.dataset import DataError, Table
 from gpstudy.data.uci import read_benchmark_table, read_index_split
 from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 

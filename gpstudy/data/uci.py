@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpstudy.data.table import DataError, Table, checked_table, read_frame
+from gpstudy.data.dataset import DataError, Table, checked_table, read_frame
 
 
 def read_boston(raw: Path) -> Table:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from gpstudy.data.fetch import FileSpec, Source
-from gpstudy.data.table import DataError, Table, checked_table, read_frame
+from gpstudy.data.dataset import DataError, Table, checked_table, read_frame
 
 READERS = {  # format -> pandas options
     "csv": {"header": 0},  # comma-separated, a header row naming the columns

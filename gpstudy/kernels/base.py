@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.linalg import inverse_positive, positive
 from gpstudy.kernels.features import FeatureMap
 from gpstudy.numerics import DEFAULT_DTYPE
 

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.linalg import inverse_positive, positive
 from gpstudy.likelihoods.base import Likelihood
 from gpstudy.numerics import DEFAULT_DTYPE
 

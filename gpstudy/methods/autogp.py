@@ -31,13 +31,14 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import (add_diagonal, cholesky, cross_entropy, entropy, inverse_positive, jittered_scale_tril,
-                              log_density, positive, raw_of_scale_tril, scale_tril)
+from gpstudy.linalg import (add_diagonal, cholesky, inverse_positive, jittered_scale_tril, positive, raw_of_scale_tril,
+                            scale_tril)
+from gpstudy.gaussian import cross_entropy, entropy, log_density
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import Likelihood
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.problem import Problem
-from gpstudy.methods.svgp import kmeans_centres
+from gpstudy.methods.inducing import kmeans_centres
 
 
 def is_loo_step(step: int, variational_phase: int, loo_phase: int) -> bool:

@@ -8,9 +8,10 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import add_jitter_, kl_divergence_of_covariances
+from gpstudy.linalg import add_jitter_
+from gpstudy.gaussian import kl_divergence_of_covariances
 from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood, Likelihood
-from gpstudy.measurement import SAMPLERS, build_measurement_sampler
+from gpstudy.methods.measurement import SAMPLERS, build_measurement_sampler
 from gpstudy.methods.problem import Problem
 from gpstudy.nets import NETWORKS
 from gpstudy.numerics import PREDICT_CHUNK
@@ -108,7 +109,7 @@ class Method(nn.Module):
 
     def natural_update(self) -> Callable[[], None] | None:
         """An update of parameters that Adam does not train, computed from the gradients the loss left before
-        Adam steps (within the step's one host check, ``gpstudy.optim.optimizer_step``); the function
+        Adam steps (within the step's one host check, ``gpstudy.training.optim.optimizer_step``); the function
         returned applies it after Adam's step. None (the default): no such update."""
         return None
 

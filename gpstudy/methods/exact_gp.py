@@ -4,7 +4,8 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import add_diagonal, add_jitter, cholesky, condition, log_density
+from gpstudy.linalg import add_diagonal, add_jitter, cholesky
+from gpstudy.gaussian import condition, log_density
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.base import Method, MethodConfig, gaussian_likelihood

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import cholesky, kl_divergence, tempered_prior, tempered_target
+from gpstudy.linalg import cholesky
+from gpstudy.gaussian import kl_divergence, tempered_prior, tempered_target
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
 from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo, gaussian_likelihood
 from gpstudy.methods.problem import Problem

@@ -8,12 +8,13 @@ from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy import numerics
-from gpstudy.gaussian import (add_jitter, cholesky, gram, kernel_scale_tril, kl_divergence, raw_of_scale_tril,
-                              raw_scale_tril, scale_tril, solve_lower)
+from gpstudy.linalg import (add_jitter, cholesky, gram, kernel_scale_tril, raw_of_scale_tril, raw_scale_tril,
+                            scale_tril, solve_lower)
+from gpstudy.gaussian import kl_divergence
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.problem import Problem
-from gpstudy.methods.svgp import kmeans_centres
+from gpstudy.methods.inducing import kmeans_centres
 
 
 def _matvec(matrix: Tensor, vector: Tensor) -> Tensor:
@@ -33,7 +34,7 @@ def to_expectation(a_beta: Tensor, raw_scale: Tensor, chol_beta: Tensor) -> tupl
 
     Args:
         a_beta: ``[*batch, M]``.
-        raw_scale: the raw L ``[*batch, M, M]`` (``gpstudy.gaussian.scale_tril``).
+        raw_scale: the raw L ``[*batch, M, M]`` (``gpstudy.linalg.scale_tril``).
         chol_beta: the lower Cholesky factor of K_beta ``[*batch, M, M]``.
     """
     mean = _matvec(chol_beta, _matvec(chol_beta.mT, a_beta))  # m_beta = K_beta a_beta (eq. 14)

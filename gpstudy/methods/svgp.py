@@ -7,46 +7,17 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from gpstudy import blocked, generators as draws
-from gpstudy.gaussian import (active_factor_checks, gram, jittered_scale_tril, kernel_scale_tril,
-                              kl_to_standard_normal, raw_scale_tril, scale_tril)
-from gpstudy.kmeans import kmeans
+from gpstudy.linalg import blocked
+from gpstudy import generators as draws
+from gpstudy.linalg import (active_factor_checks, gram, jittered_scale_tril, kernel_scale_tril, raw_scale_tril,
+                            scale_tril)
+from gpstudy.gaussian import kl_to_standard_normal
+from gpstudy.methods.inducing import INDUCING_INITS
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.problem import Problem
 
 logger = logging.getLogger(__name__)
-
-
-def _capped(num_points: int, requested: int) -> int:
-    """``min(requested, num_points)``, with a warning when fewer points than asked for exist."""
-    if requested > num_points:
-        logger.warning("%d inducing points requested but only %d training points", requested, num_points)
-    return min(requested, num_points)
-
-
-def kmeans_centres(x: Tensor, num_centres: int, generators: draws.Generators) -> Tensor:
-    """k-means centres ``[*batch, min(num_centres, N), D]`` of ``x`` ``[*batch, N, D]`` (``gpstudy.kmeans``),
-    each split seeded by its own generator, on ``x``'s device.
-
-    k-means cannot place more centres than points: with num_centres > N it returns N centres (the
-    training inputs themselves) and logs a warning.
-    """
-    return kmeans(x, _capped(x.shape[-2], num_centres), generators)
-
-
-def training_points(x: Tensor, num_points: int, generators: draws.Generators) -> Tensor:
-    """``min(num_points, N)`` distinct rows ``[*batch, M, D]`` of ``x`` ``[*batch, N, D]``: the first of a
-    random permutation drawn by each split's own generator (Garriga-Alonso et al. 2019's fixed inducing
-    images; the GPNet authors' SVGP code)."""
-    rows = draws.randperm(x.shape[-2], generators, x.device)[..., :_capped(x.shape[-2], num_points)]
-    return draws.take_rows(x, rows)
-
-
-INDUCING_INITS: dict[str, Callable[[Tensor, int, draws.Generators], Tensor]] = {  # Z's start, by name
-    "kmeans": kmeans_centres,
-    "training_points": training_points,
-}
 
 
 SUMMED_VARIANCES_MAX_M_PER_POINT = 0.4  # summed variances only while M < 0.4 n: see ``sums_variances``
@@ -142,7 +113,7 @@ class SVGP(Method):
         factored again when any of them has changed (a loaded checkpoint, a move to another device, a
         value set by hand, in place or by a new tensor), so it never goes stale.
 
-        A factor made inside ``gaussian.deferred_factor_checks`` (a training step's) is kept unchecked, with
+        A factor made inside ``linalg.deferred_factor_checks`` (a training step's) is kept unchecked, with
         its ``info``: each later step that reuses it records that ``info`` again with its own factors, and
         the first call outside the deferred checks (the step's checked rerun, or an evaluation) looks at
         it, keeping the factor if it did not fail and else factoring again, checked, with the jitter a

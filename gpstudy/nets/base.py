@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import HALVES_FROM, add_jitter_, gram, stacked_gram
+from gpstudy.linalg import HALVES_FROM, add_jitter_, gram, stacked_gram
 from gpstudy.kernels import Kernel
 from gpstudy.numerics import JITTER, PREDICT_CHUNK
 
@@ -113,7 +113,7 @@ class InferenceNetwork(nn.Module):
     def stacked_covariance(self, head: Tensor, tail: Tensor, tail_covariance: Tensor) -> Tensor:
         """``covariance`` of the factor [head; tail] (rows stacked) ``[..., h + t, h + t]``, given
         ``tail_covariance`` = ``covariance(tail)``, whose block is reused, not computed again (GPNet's q_t over
-        [X_B; X_M] beside its loss's q over X_M: ``gaussian.stacked_gram``). A value, no gradient. Below
+        [X_B; X_M] beside its loss's q over X_M: ``linalg.stacked_gram``). A value, no gradient. Below
         ``HALVES_FROM`` rows in all the stacked factor's one product, as ``covariance`` makes it."""
         if head.shape[-2] == 0:
             return tail_covariance

@@ -3,7 +3,7 @@
 The RFE network's weight factor L is ``[K, K]`` with K = 2000 at the paper's settings: a dense
 parameter would spend most of an iteration on memory passes over its zero upper triangle (masking,
 its gradient, Adam). Here column block j of L is two parameters: the square diagonal block D_j (raw;
-strict lower triangle kept, softplus diagonal, as ``gaussian.scale_tril``) and the dense block R_j
+strict lower triangle kept, softplus diagonal, as ``linalg.scale_tril``) and the dense block R_j
 below it. Only the lower blocks exist, so a product and its backward pass cost (b + 1) / (2b) of a
 dense one (5/8 with b = 4 blocks) and nothing is masked. A small L (Snelson's K = 40) is one block:
 there the blocks' extra products cost more in operator launches than their skipped zeros save.
@@ -12,7 +12,7 @@ there the blocks' extra products cost more in operator launches than their skipp
 import torch
 from torch import Tensor, nn
 
-from gpstudy.gaussian import raw_scale_tril, scale_tril
+from gpstudy.linalg import raw_scale_tril, scale_tril
 
 BLOCKS = 4  # column blocks of a large L: more blocks skip more zeros but launch more products
 DENSE_BELOW = 256  # an L of fewer columns is one block (its product is launch-bound, not FLOP-bound)

@@ -7,7 +7,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import inverse_positive, positive
+from gpstudy.linalg import inverse_positive, positive
 from gpstudy.kernels import KERNELS, Kernel, feature_map_problem
 from gpstudy.nets.base import InferenceNetwork
 from gpstudy.nets.block_tril import BlockTril

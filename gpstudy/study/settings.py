@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from gpstudy.data.registry import Dataset
-from gpstudy.devices import resolve_device
+from gpstudy.runtime.devices import resolve_device
 from gpstudy.kernels import KERNELS, Kernel, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 from gpstudy.methods import METHODS, MethodConfig, compile_problem, pairing_problems
@@ -142,7 +142,7 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
     ``dataset=None`` gives the config's defaults alone. The settings' ``method`` is the registered one.
 
     The device is resolved here, once per run: "auto" becomes ``cuda`` when this process sees a GPU,
-    else ``cpu`` (:func:`gpstudy.devices.resolve_device`); ``cuda`` keeps no index unless the config
+    else ``cpu`` (:func:`gpstudy.runtime.devices.resolve_device`); ``cuda`` keeps no index unless the config
     pinned one. In the workflow this process is Snakemake's, which derives the job's ``gpu`` resource
     and its params from these same settings, so the two cannot disagree, and the job never resolves
     "auto" again. The study-wide ``device`` is the device of training runs; the exact GP that

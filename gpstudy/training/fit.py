@@ -10,13 +10,13 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.checkpoint import Checkpointer, load
-from gpstudy.devices import synchronize
+from gpstudy.training.checkpoint import Checkpointer, load
+from gpstudy.runtime.devices import synchronize
 from gpstudy.methods import Method, compile_problem
-from gpstudy.optim import adam, optimizer_step
-from gpstudy.pretrain import readable_hyperparameters
-from gpstudy.progress import Progress, format_values
-from gpstudy.stopping import checkpointed, stop_signals
+from gpstudy.training.optim import adam, optimizer_step
+from gpstudy.training.pretrain import readable_hyperparameters
+from gpstudy.training.progress import Progress, format_values
+from gpstudy.training.stopping import checkpointed, stop_signals
 from gpstudy.study.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def train_iteration(method: Method, optimizer: torch.optim.Optimizer, sampler: B
                     loss: Callable[..., Tensor] | None = None) -> Tensor:
     """Iteration ``step`` of training: the next minibatch, one optimizer step on the method's loss (or
     ``loss``, the same function compiled) and its own update (at most one host synchronisation:
-    ``gpstudy.optim.optimizer_step``). Returns the loss ``[*batch]``."""
+    ``gpstudy.training.optim.optimizer_step``). Returns the loss ``[*batch]``."""
     batch = sampler.next()
     x_batch, y_batch = draws.take_rows(x_train, batch), draws.take_rows(y_train, batch)
     objective = method.loss if loss is None else loss
@@ -107,13 +107,13 @@ def fit(
         evaluate: test metrics ``[*batch]`` of the current state (must draw no randomness).
         eval_every: iterations between evaluations; the last iteration is always evaluated.
         checkpoint: file holding the latest state; loaded if present, written (by a background thread,
-            while training goes on: :class:`~gpstudy.checkpoint.Checkpointer`) after every
+            while training goes on: :class:`~gpstudy.training.checkpoint.Checkpointer`) after every
             ``checkpoint_every``-th iteration and whenever ``checkpoint_minutes`` of wall clock have
             passed since the last one (None: not by that rule). Resuming gives the same numbers as an
             uninterrupted run. A checkpoint that cannot be written fails the run. With a checkpoint,
             SIGTERM or SIGUSR1 (a cluster's warning ahead of its time limit, a preemption, ``kill``:
-            :mod:`gpstudy.stopping`) ends the step, writes the checkpoint and waits for it, logs
-            "checkpointed at iteration k on SIGTERM" and raises :class:`gpstudy.stopping.Stopped` (exit status
+            :mod:`gpstudy.training.stopping`) ends the step, writes the checkpoint and waits for it, logs
+            "checkpointed at iteration k on SIGTERM" and raises :class:`gpstudy.training.stopping.Stopped` (exit status
             75); the handlers are those of before once ``fit`` returns.
         fingerprint: what the run is (settings, splits, start, code); a checkpoint written under
             another fingerprint is discarded with a warning, never resumed.
@@ -168,7 +168,7 @@ def fit(
                 tic = time.perf_counter()
             else:
                 progress.step(step)  # the host's clock alone: no device read
-            if stop and step < iterations:  # a signal (gpstudy.stopping): save this step's state, then exit
+            if stop and step < iterations:  # a signal (gpstudy.training.stopping): save this step's state, then exit
                 checkpoints.write(state(step))
                 checkpoints.wait()
                 raise checkpointed(step, stop, log)

@@ -15,17 +15,18 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.data import DataError, Split, load_split, non_finite
-from gpstudy.devices import gpu_slot, set_linalg_library, set_tf32
-from gpstudy.gaussian import CholeskyError
+from gpstudy.runtime.devices import gpu_slot
+from gpstudy.runtime.flags import set_linalg_library, set_tf32
+from gpstudy.linalg import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import Method, MethodConfig, Problem, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
-from gpstudy.pretrain import (hyperparameters_to_dict, load_hyperparameters, negative_lml_per_point,
-                              pretrain_hyperparameters, readable_hyperparameters, stack_hyperparameters,
-                              unstack_hyperparameters)
-from gpstudy.progress import format_values
-from gpstudy.provenance import run_environment
+from gpstudy.training.pretrain import (hyperparameters_to_dict, load_hyperparameters, negative_lml_per_point,
+                                       pretrain_hyperparameters, readable_hyperparameters, stack_hyperparameters,
+                                       unstack_hyperparameters)
+from gpstudy.training.progress import format_values
+from gpstudy.runtime.environment import run_environment
 from gpstudy.study.settings import RunSettings
 from gpstudy.training.finished import finished_path, job_identity, keep_outputs, restore_outputs
 from gpstudy.training.fit import fit
@@ -96,7 +97,7 @@ def pretrain_splits(splits: dict[int, Split], settings: RunSettings, checkpoint:
                     ) -> dict[int, dict]:
     """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch; of
     ``settings`` it reads ``PRETRAINING_READS`` alone. Stopped by a signal, it saves its state to
-    ``checkpoint`` (when given), from which a rerun resumes (:func:`gpstudy.pretrain.pretrain_hyperparameters`;
+    ``checkpoint`` (when given), from which a rerun resumes (:func:`gpstudy.training.pretrain.pretrain_hyperparameters`;
     a checkpoint of other settings, splits or code is discarded); the checkpoint is removed once it is done."""
     problem = SplitsProblem(splits, settings, None)
     objective = pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
@@ -171,7 +172,7 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
     ``out_dirs[s]`` receives ``learning_curve.csv`` and, when the split has plot inputs,
     ``predictions.csv``. Each split's metrics carry ``M_effective``, the points the method used for M
     (fewer where the training set is smaller: ``Method.effective_M``) and what the run was made with
-    (``gpstudy.provenance.run_environment``: device, versions, commit). While training, the batch's state
+    (``gpstudy.runtime.environment.run_environment``: device, versions, commit). While training, the batch's state
     goes to ``checkpoint``, from which an interrupted run resumes. A split whose objective or metrics
     become non-finite gets a failed status while the others train on.
     """
@@ -295,7 +296,7 @@ def run_job(split_files: dict[int, Path], settings: RunSettings, out_dirs: dict[
             labels: dict, hyperparameter_files: dict[int, Path] | None, *, jobs_per_gpu: int,
             gpu_lock_dir: str | Path) -> dict[int, dict]:
     """One training job: load the splits (and their pretrained hyperparameters, when given), take a
-    free GPU slot when the settings ask for ``cuda`` (``gpstudy.devices.gpu_slot``: ``jobs_per_gpu`` and
+    free GPU slot when the settings ask for ``cuda`` (``gpstudy.runtime.devices.gpu_slot``: ``jobs_per_gpu`` and
     ``gpu_lock_dir``, the config's), then
     :func:`run_splits`. ``labels`` (experiment, dataset, method, M) go into every split's
     ``metrics.json`` with the split's index."""

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpstudy import gaussian
+from gpstudy import linalg
 from gpstudy.kernels import RBF
 from gpstudy.kernels.features import FourierFeatures
 from gpstudy.nets.block_tril import BlockTril, _LeftProduct
-from gpstudy.optim import adam
+from gpstudy.training.optim import adam
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 ESTIMATE = importlib.import_module("gpu_estimate")  # as gpu_check.py imports it
@@ -173,7 +173,7 @@ def test_scale_tril_moves_four_passes_over_its_matrix_forward_and_backward():
     raw = torch.empty(3, 64, 64, **META, requires_grad=True)
     upstream = torch.empty(3, 64, 64, **META)
     matrix_bytes = 3 * 64 * 64 * 8
-    costs = costs_of(lambda: torch.autograd.grad(gaussian.scale_tril(raw), raw, upstream))
+    costs = costs_of(lambda: torch.autograd.grad(linalg.scale_tril(raw), raw, upstream))
     assert 4 * matrix_bytes < costs.bytes < 4.5 * matrix_bytes
 
 
@@ -184,7 +184,7 @@ def test_the_jitter_added_in_place_moves_only_the_diagonal():
     upstream = torch.empty(3, 64, 64, **META)
     matrix = leaf * 2.0
     matrix_bytes = 3 * 64 * 64 * 8
-    costs = costs_of(lambda: torch.autograd.grad(gaussian.add_jitter_(matrix), leaf, upstream))
+    costs = costs_of(lambda: torch.autograd.grad(linalg.add_jitter_(matrix), leaf, upstream))
     assert costs.bytes == 2 * matrix_bytes + 2 * 3 * 64 * 8
 
 
@@ -193,5 +193,5 @@ def test_the_gram_by_halves_moves_only_its_mirrored_block(upper_triangular):
     """The products write into the result's blocks; one copy mirrors the off-diagonal block (a quarter of the
     result read and written; the concatenations before issue 39's item 4: 4 passes over it)."""
     factor = torch.empty(3, 200, 200 if upper_triangular else 30, **META)
-    costs = costs_of(lambda: gaussian._symmetric_product(factor, upper_triangular))
+    costs = costs_of(lambda: linalg.symmetric_product(factor, upper_triangular))
     assert costs.bytes == 2 * 3 * 100 * 100 * 8 and costs.host["product"] == 3

@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 import torch
 
-from gpstudy.checkpoint import CheckpointError
+from gpstudy.training.checkpoint import CheckpointError
 from gpstudy.cli import main
 from gpstudy.data import (ChecksumError, DataError, FetchError, Split, fetch_dataset, get_dataset, load_split,
                           load_table, prepare_split, prepare_table, save_split)
 from gpstudy.data.uci import read_index_split
-from gpstudy.gaussian import CholeskyError
+from gpstudy.linalg import CholeskyError
 from gpstudy.io import UnreadableFileError, read_json
-from gpstudy.results import collect_runs
+from gpstudy.report.results import collect_runs
 from gpstudy.study import ConfigError, validate_config
 from gpstudy.training import run_splits, train_splits
 
@@ -64,7 +64,7 @@ def test_a_checkpoint_of_other_settings_is_discarded_not_resumed(tmp_path, monke
     changed = settings_for("svgp", 6, iterations=20, batch_size=16, eval_every=5, checkpoint_every=10, lr=0.01)
     capfd.readouterr()
     with monkeypatch.context() as job:
-        job.setattr(sys, "stderr", io.StringIO())  # a job's stderr goes to its log file (gpstudy.job.log_to)
+        job.setattr(sys, "stderr", io.StringIO())  # a job's stderr goes to its log file (gpstudy.runtime.job.log_to)
         resumed = train_splits({0: toy_split()}, changed, {0: tmp_path / "run"}, checkpoint)
     console = capfd.readouterr().err  # the process's own stderr, which Snakemake shows (issue 35, item 11c)
     fresh = train_splits({0: toy_split()}, changed, {0: tmp_path / "fresh"}, tmp_path / "fresh.pt")
@@ -104,7 +104,7 @@ def test_a_corrupt_checkpoint_fails_the_job_and_names_the_file(tmp_path, setting
 KILLED_WHILE_WRITING = """
 import os, signal, sys
 from pathlib import Path
-import gpstudy.checkpoint as checkpoint
+import gpstudy.training.checkpoint as checkpoint
 from gpstudy.data import load_split
 from gpstudy.study import load_config, run_settings
 from gpstudy.training import train_splits
@@ -309,7 +309,7 @@ def test_a_mirror_that_is_no_directory_is_reported_once_by_name(tmp_path, kind):
 
 def test_a_job_dies_with_its_parent(tmp_path):
     """``start_job`` ties a script to Snakemake: killing the parent with SIGKILL ends the child too."""
-    child = ("import sys, time; from gpstudy.job import start_job; start_job(sys.argv[1]); "
+    child = ("import sys, time; from gpstudy.runtime.job import start_job; start_job(sys.argv[1]); "
              "print('started', flush=True); time.sleep(60)")
     parent = ("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]], "
               "stdout=subprocess.PIPE, text=True); child.stdout.readline(); print(child.pid, flush=True); "

@@ -18,11 +18,11 @@ import pytest
 import torch
 
 import gpstudy.training.run as run_module
-from gpstudy.checkpoint import CheckpointError, save
+from gpstudy.training.checkpoint import CheckpointError, save
 from gpstudy.data import Split
-from gpstudy.gaussian import CholeskyError
+from gpstudy.linalg import CholeskyError
 from gpstudy.io import UnreadableFileError, atomic_path, write_csv, write_json
-from gpstudy.results import collect_curves, collect_runs
+from gpstudy.report.results import collect_curves, collect_runs
 from gpstudy.training import run_splits
 from gpstudy.training.finished import finished_path
 
@@ -156,7 +156,7 @@ def test_an_unreadable_checkpoint_deleted_as_advised_trains_afresh(job):
 def test_a_full_disk_under_a_checkpoint_write_says_so_naming_the_checkpoint(tmp_path, monkeypatch):
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full (a device whose writes fail with ENOSPC)")
-    import gpstudy.checkpoint as checkpoint_module
+    import gpstudy.training.checkpoint as checkpoint_module
 
     path = tmp_path / "c.pt"
     save(path, {"step": 5, "weights": torch.ones(3)})

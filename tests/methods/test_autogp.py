@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from gpstudy import numerics
-from gpstudy.gaussian import add_jitter, cholesky, entropy, inverse_positive, kl_to_standard_normal, log_density
+from gpstudy.linalg import add_jitter, cholesky, inverse_positive
+from gpstudy.gaussian import entropy, kl_to_standard_normal, log_density
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
 from gpstudy.methods import SVGP, MethodConfig, Problem
@@ -311,7 +312,7 @@ def test_a_loo_phase_after_an_elbo_phase_steps_as_far_as_with_a_fresh_optimizer(
     """Through ``fit``'s loop, one Adam: an ELBO phase, then a LOO phase; the kernel's LOO steps must be
     within 2x of those a fresh Adam takes from the same state (issue 27: the ELBO's second moments once
     made them 15-27x smaller)."""
-    from gpstudy.optim import adam
+    from gpstudy.training.optim import adam
     from gpstudy.training.fit import BatchSampler, fit, train_iteration
 
     n, batch, elbo_steps, loo_steps = 240, 4, 200, 20  # N/n = 60, as the measured problem

@@ -7,7 +7,8 @@ import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
 
 from gpstudy import numerics
-from gpstudy.gaussian import add_jitter, cholesky, kl_divergence, tempered_target
+from gpstudy.linalg import add_jitter, cholesky
+from gpstudy.gaussian import kl_divergence, tempered_target
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import ExactGP, GPNet, Problem

@@ -9,7 +9,8 @@ import torch
 from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
 
 from gpstudy import numerics
-from gpstudy.gaussian import add_jitter, tempered_prior
+from gpstudy.linalg import add_jitter
+from gpstudy.gaussian import tempered_prior
 from gpstudy.kernels import RBF
 from gpstudy.kernels.cnngp import CNNGP
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax

@@ -11,7 +11,7 @@ from gpstudy import numerics
 from gpstudy.kernels import KERNELS, RBF, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, build_likelihood
 from gpstudy.methods import METHODS, Method, MethodConfig, Problem, build_method, pairing_problems
-from gpstudy.optim import optimizer_step
+from gpstudy.training.optim import optimizer_step
 
 DTYPE = numerics.DEFAULT_DTYPE
 N, D, BATCH = 40, 2, 10

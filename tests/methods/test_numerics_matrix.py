@@ -19,10 +19,10 @@ import torch
 
 from gpstudy import generators as draws
 from gpstudy.data.registry import get_dataset
-from gpstudy.gaussian import CholeskyError, inverse_positive
+from gpstudy.linalg import CholeskyError, inverse_positive
 from gpstudy.methods import METHODS, Problem, build_method
 from gpstudy.methods.base import InferenceNetworkMethod
-from gpstudy.optim import adam, optimizer_step
+from gpstudy.training.optim import adam, optimizer_step
 from gpstudy.study import load_config, method_names, run_settings
 
 CONFIG = load_config(Path(__file__).resolve().parents[2] / "config.yaml")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gpstudy import numerics
-from gpstudy.gaussian import add_jitter, inverse_positive
+from gpstudy.linalg import add_jitter, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import SVGP, ExactGP, MethodConfig, Problem

@@ -9,14 +9,15 @@ import pytest
 import torch
 
 from gpstudy import numerics
-from gpstudy.gaussian import add_jitter, cholesky, deferred_factor_checks, inverse_positive
+from gpstudy.linalg import add_jitter, cholesky, deferred_factor_checks, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
 from gpstudy.methods import SVGP, ExactGP, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
-from gpstudy.methods.svgp import kmeans_centres, sums_variances, training_points
+from gpstudy.methods.inducing import kmeans_centres, training_points
+from gpstudy.methods.svgp import sums_variances
 from gpstudy.metrics import task_metrics
-from gpstudy.optim import adam, optimizer_step
+from gpstudy.training.optim import adam, optimizer_step
 from gpstudy.training.fit import fit
 
 DTYPE = numerics.DEFAULT_DTYPE
@@ -326,10 +327,10 @@ def test_fixed_z_stays_while_q_trains(data, method_config):
 def test_a_fixed_factor_is_computed_once(data, method_config, monkeypatch, learned, factorizations):
     """Fixed Z and kernel: L_Z once for 20 steps and 4 evaluations, equal to a fresh factor; anything trained:
     one per call."""
-    import gpstudy.gaussian as gaussian_module
+    import gpstudy.linalg.factor as factor_module
 
     calls = []
-    monkeypatch.setattr(gaussian_module, "cholesky", lambda matrix: calls.append(1) or cholesky(matrix))
+    monkeypatch.setattr(factor_module, "cholesky", lambda matrix: calls.append(1) or cholesky(matrix))
     x, y = data
     method = fixed_method(method_config, data, **learned)
 
@@ -405,14 +406,14 @@ def test_a_fixed_factor_made_in_a_training_step_gets_the_jitter_an_eager_one_get
 def test_a_kept_factor_reused_inside_deferred_checks_is_checked_with_them(data, method_config, monkeypatch):
     """A failed factor kept by a deferred pass that nobody looked at: the next pass that reuses it records
     its failure again. A good one is reused by the next pass without a factorization (the cheap path)."""
-    import gpstudy.gaussian as gaussian_module
+    import gpstudy.linalg.factor as factor_module
 
     failing, good = failing_fixed_method(method_config, data, DTYPE, 1e12), fixed_method(method_config, data)
     for method in (failing, good):
         with deferred_factor_checks():
             method.prior_scale_tril()
     calls = []
-    monkeypatch.setattr(gaussian_module, "cholesky", lambda matrix: calls.append(1) or cholesky(matrix))
+    monkeypatch.setattr(factor_module, "cholesky", lambda matrix: calls.append(1) or cholesky(matrix))
     for method, failed in ((failing, True), (good, False)):
         with deferred_factor_checks() as checks:
             method.prior_scale_tril()

@@ -7,7 +7,7 @@ import torch
 
 from gpstudy import generators as draws
 from gpstudy import numerics
-from gpstudy.gaussian import HALVES_FROM, inverse_positive, positive
+from gpstudy.linalg import HALVES_FROM, inverse_positive, positive
 from gpstudy.kernels import RBF, ArcCosine, Kernel, build_kernel
 from gpstudy.kernels.cnngp import CNNGP
 from gpstudy.nets import NETWORKS as REGISTERED, RFE, InferenceNetwork

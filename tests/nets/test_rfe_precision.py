@@ -14,7 +14,7 @@ from gpstudy.methods import METHODS, Problem, build_method
 from gpstudy.methods.base import InferenceNetworkMethod, function_space_kl
 from gpstudy.metrics import task_metrics
 from gpstudy.nets import NTK, RFE
-from gpstudy.pretrain import pretrain_hyperparameters
+from gpstudy.training.pretrain import pretrain_hyperparameters
 from gpstudy.study import run_settings
 from gpstudy.training import fit
 from gpstudy.training.run import predict

@@ -23,7 +23,7 @@ ALIASES = {  # parameter name -> the config key (under training) it takes
     "subset_size": "pretrain_subset",
     "lengthscale": "initial_lengthscale",
 }
-OTHER_MEANING = {("gpstudy.training.probes.Probe.__init__", "splits")}  # a probe's batch of splits, not `splits`
+OTHER_MEANING = {("gpstudy.diagnostics.probes.Probe.__init__", "splits")}  # a probe's batch of splits, not `splits`
 KNOWN: dict[tuple[str, str], str] = {}  # stale defaults left on purpose, (function, parameter) -> why (none)
 
 
@@ -59,7 +59,7 @@ def defaults_in_code() -> list[tuple[str, str, object]]:
 
 def test_the_walk_finds_the_package_defaults():
     found = {(function, name) for function, name, _ in defaults_in_code()}
-    assert ("gpstudy.devices.gpu_slot", "jobs_per_gpu") in found  # a parameter that is a config key
+    assert ("gpstudy.runtime.devices.gpu_slot", "jobs_per_gpu") in found  # a parameter that is a config key
     assert ("gpstudy.training.fit.fit", "checkpoint_minutes") in found  # None: no checkpoint by the clock
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from gpstudy import devices
+from gpstudy.runtime import devices
 from gpstudy.data.registry import get_dataset
 from gpstudy.methods.base import COMPILE_NEEDS_TORCH
 from gpstudy.study import ConfigError, RunSettings, merge, run_settings, training_keys, validate_config

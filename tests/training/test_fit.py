@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-from gpstudy import progress
+from gpstudy.training import progress
 from gpstudy.data import Split
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import METHODS, compile_problem
-from gpstudy.pretrain import load_hyperparameters, readable_hyperparameters
+from gpstudy.training.pretrain import load_hyperparameters, readable_hyperparameters
 from gpstudy.study.settings import SettingsError
 from gpstudy.training import BatchSampler, exact_reference, pretrain_splits, run_splits, train_splits
 from gpstudy.training.fit import step_as_symbol_supported

@@ -10,9 +10,9 @@ import torch
 
 import gpstudy.training.run as run_module
 from gpstudy.data import Split
-from gpstudy.gaussian import CholeskyError
+from gpstudy.linalg import CholeskyError
 from gpstudy.io import read_json
-from gpstudy.stopping import Stopped
+from gpstudy.training.stopping import Stopped
 from gpstudy.study import RunSettings
 from gpstudy.training.run import (PRETRAINING_READS, pretrain_splits, pretraining_fingerprint, run_fingerprint,
                                   run_splits, train_splits)
@@ -56,7 +56,7 @@ def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_pat
 
 def test_a_job_sets_its_linear_algebra_library_for_its_device(settings_for, monkeypatch):
     """Every job's process (training, pretraining, the exact GP: each builds a ``SplitsProblem``) sets its
-    factorizations' library for the device it computes on (``gpstudy.devices.set_linalg_library``)."""
+    factorizations' library for the device it computes on (``gpstudy.runtime.flags.set_linalg_library``)."""
     devices_seen = []
     monkeypatch.setattr(run_module, "set_linalg_library", devices_seen.append)
     run_module.SplitsProblem({0: split()}, settings_for("svgp", 4, device="cpu"), None)
