@@ -19,7 +19,9 @@ import torch
 from gpstudy.methods import Problem, build_method
 from gpstudy.training.optim import adam
 from gpstudy.study import DEFAULT_CONFIG, load_config, run_settings
+from gpstudy.numerics import DTYPES
 from gpstudy.training.fit import BatchSampler, fit, train_iteration
+from gpstudy.training.run import initial_kernel, initial_likelihood, method_config
 
 STUDY = load_config(DEFAULT_CONFIG)  # autogp_loo's options
 N, D, BATCH, M = 240, 2, 4, 5
@@ -31,10 +33,11 @@ def build(elbo_steps: int, loo_steps: int, seed: int):
                             lr=0.01, initial_lengthscale=1.0)
     settings.options.update(variational_phase=elbo_steps, loo_phase=loo_steps, samples=10)
     generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(N, D, generator=generator, dtype=settings.torch_dtype())
+    x = torch.randn(N, D, generator=generator, dtype=DTYPES[settings.dtype][0])
     y = (torch.sin(2 * x[:, 0]) + 0.3 * torch.randn(N, generator=generator, dtype=x.dtype) > 0).to(x.dtype)
-    problem = Problem(x, y, settings.build_kernel(D), settings.build_likelihood(), torch.Generator().manual_seed(seed))
-    method = build_method(settings.method, problem, settings.method_config(N, np.zeros(D), np.ones(D)))
+    problem = Problem(x, y, initial_kernel(settings, D), initial_likelihood(settings),
+                      torch.Generator().manual_seed(seed))
+    method = build_method(settings.method, problem, method_config(settings, N, np.zeros(D), np.ones(D)))
     return method, x, y, settings.lr
 
 

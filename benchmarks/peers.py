@@ -49,6 +49,7 @@ from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.methods import Method, Problem, build_method
 from gpstudy.study import DEFAULT_CONFIG, load_config, run_settings
+from gpstudy.training.run import method_config
 
 
 D, LR, NOISE_STD, WARMUP = 8, 0.003, 0.1, 5
@@ -92,7 +93,7 @@ def make_batches(n: int, batch_size: int, count: int, x: Tensor, y: Tensor) -> l
 def build_ours(x: Tensor, y: Tensor, M: int) -> Method:
     """gpstudy's SVGP with its default kernel and noise; inducing points at k-means centres."""
     kernel, likelihood = RBF(D, dtype=x.dtype).to(x.device), GaussianLikelihood(dtype=x.dtype).to(x.device)
-    config = run_settings(STUDY, None, method="svgp", M=M).method_config(x.shape[0])
+    config = method_config(run_settings(STUDY, None, method="svgp", M=M), x.shape[0])
     problem = Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0))
     return build_method("svgp", problem, config).to(x.device)
 

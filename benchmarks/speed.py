@@ -56,9 +56,10 @@ from gpstudy.diagnostics.device_check import matmul_rate
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.methods import Problem, build_method
+from gpstudy.numerics import DTYPES
 from gpstudy.study import load_config, run_settings
-from gpstudy.study.settings import DTYPES
 from gpstudy.training import fit
+from gpstudy.training.run import initial_kernel, initial_likelihood, method_config
 
 ROOT = Path(__file__).resolve().parents[1]  # the tree this script belongs to ("this" of --against)
 # the methods' default options: the config.yaml beside the gpstudy imported, so that a tree's code runs with its own
@@ -151,14 +152,14 @@ def build(method_name: str, M: int, n: int, splits: int, device: torch.device, d
     generators, in ``dtype`` (a ``training.dtype``), with the settings of ``preset``'s data set."""
     generators = [torch.Generator(device=device).manual_seed(s) for s in range(splits)]
     settings = run_settings(STUDY, preset.dataset, method=method_name, M=M, dtype=dtype)  # a method or a variant
-    x = torch.randn(splits, n, preset.D, dtype=settings.torch_dtype(), device=device, generator=generators[0])
+    x = torch.randn(splits, n, preset.D, dtype=DTYPES[settings.dtype][0], device=device, generator=generators[0])
     y = torch.sin(x.sum(-1))
     if LIKELIHOODS[settings.likelihood].task == "classification":  # labels 0, 1, ..., classes - 1 in turn
         y = torch.arange(n, device=device).remainder(settings.likelihood_options.get("classes", 2)).to(x.dtype)
         y = y.expand(splits, n)
-    kernel = settings.build_kernel(preset.D, (splits,)).to(device)
-    likelihood = settings.build_likelihood((splits,)).to(device)
-    config = settings.method_config(n, np.zeros((splits, preset.D)), np.ones((splits, preset.D)))  # x standardized
+    kernel = initial_kernel(settings, preset.D, (splits,)).to(device)
+    likelihood = initial_likelihood(settings, (splits,)).to(device)
+    config = method_config(settings, n, np.zeros((splits, preset.D)), np.ones((splits, preset.D)))  # x standardized
     method = build_method(settings.method, Problem(x, y, kernel, likelihood, generators), config).to(device)
     return method, x, y, generators
 

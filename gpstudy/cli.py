@@ -218,7 +218,7 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     from gpstudy.likelihoods import LIKELIHOODS
     from gpstudy.runtime.flags import keep_freed_memory
     from gpstudy.metrics import TASK_METRICS
-    from gpstudy.study import dataset_of, run_settings
+    from gpstudy.study import check_settings, dataset_of, run_settings
     from gpstudy.training import run_job
 
     keep_freed_memory()
@@ -226,7 +226,7 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     settings = run_settings(config, args.dataset, method=args.method, M=args.M, iterations=args.iterations,
                             device=args.device)
-    settings.check(dataset_of(config, args.dataset))
+    check_settings(settings, dataset_of(config, args.dataset))
     splits = sorted(set(args.split))
     labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
     out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))

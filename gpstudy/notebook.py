@@ -29,7 +29,7 @@ from gpstudy.data.split import moments
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import Method
 from gpstudy.training.progress import bars, watched
-from gpstudy.study import DEFAULT_CONFIG, RunSettings, data_plan, dataset_of, load_config, run_settings
+from gpstudy.study import DEFAULT_CONFIG, RunSettings, check_settings, data_plan, dataset_of, load_config, run_settings
 from gpstudy.training.run import build_batch, plot_predictions
 
 ARRAYS = Dataset("arrays", read=None, task="regression")  # what fit's x and y are when no `dataset` names them
@@ -96,7 +96,7 @@ def fit(x: Any, y: Any, method: str, M: int, *, dataset: str | None = None, conf
     if LIKELIHOODS[resolved.likelihood].task != "regression":
         raise ValueError(f"fit trains regressions; likelihood {resolved.likelihood!r} is for classification "
                          "(train it through the pipeline: gpstudy train)")
-    resolved.check(ARRAYS if dataset is None else dataset_of(config, dataset))
+    check_settings(resolved, ARRAYS if dataset is None else dataset_of(config, dataset))
     split = _training_split(x, y)
     problem, trained, _ = build_batch({0: split}, resolved)
     with _progress_shown(progress), bars(progress and watched()):

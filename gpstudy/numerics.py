@@ -1,8 +1,14 @@
-"""Numerical settings shared by every module: default dtype, jitter, positivity floor, prediction and k-means chunks."""
+"""Numerical settings shared by every module: default dtype, the run's dtypes, jitter, positivity floor, prediction
+and k-means chunks."""
 
 import torch
 
 DEFAULT_DTYPE = torch.float64  # float64 everywhere unless a run asks otherwise
+DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
+    "float64": (torch.float64, torch.float64),
+    "float32": (torch.float32, torch.float32),
+    "mixed": (torch.float64, torch.float32),  # RFE: phi(x), Phi m, Phi L; NTK: trunk, heads, J sigma (Grams float64)
+}
 JITTER = 1e-6  # added to the diagonal of every kernel and network covariance
 POSITIVE_FLOOR = 1e-6  # lower bound of every softplus-constrained parameter
 PREDICT_CHUNK = 4096  # points predicted at a time unless a method or network needs fewer (memory per point)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from gpstudy.methods import ExactGP, MethodConfig, Problem
+from gpstudy.numerics import DTYPES
 from gpstudy.notebook import Fitted
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "python.md"
@@ -26,7 +27,8 @@ def python_blocks(text: str) -> list[str]:
 def exact_gp(model: Fitted) -> Fitted:
     """The exact GP on the model's data under the model's kernel and noise, predicting as the model does."""
     split = model.split
-    x, y = (torch.as_tensor(values, dtype=model.settings.torch_dtype())[None] for values in (split.x_train, split.y_train))
+    dtype = DTYPES[model.settings.dtype][0]
+    x, y = (torch.as_tensor(values, dtype=dtype)[None] for values in (split.x_train, split.y_train))
     exact = ExactGP(Problem(x, y, model.method.kernel, model.method.likelihood, torch.Generator()),
                     MethodConfig(M=0, n_train=len(split.y_train)))
     return Fitted(exact, model.settings, split, [], 0.0)

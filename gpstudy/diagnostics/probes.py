@@ -16,9 +16,11 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.methods import Method, Problem, build_method
+from gpstudy.numerics import DTYPES
 from gpstudy.training.optim import adam
 from gpstudy.study.settings import RunSettings, run_settings
 from gpstudy.training.fit import BatchSampler, train_iteration
+from gpstudy.training.run import initial_kernel, initial_likelihood, method_config
 
 N, D, BATCH, M, HIDDEN, CLASSES = 48, 3, 16, 6, 10, 3  # a probe's points, inputs, minibatch, M, RFE units, classes
 RFE = {"hidden_units": HIDDEN}  # the RFE network's size in a probe
@@ -124,11 +126,12 @@ def build_probe(name: str, config: dict, device: torch.device | str) -> ProbeRun
     build_on = torch.device("cpu") if device.type == "meta" else device
     settings = run_settings(config, None, method=probe.method, M=M, batch_size=BATCH, device=str(build_on),
                             **probe.changes)
-    x, y = (t.to(device=build_on, dtype=settings.torch_dtype()) for t in probe_data(probe.data, probe.splits))
+    x, y = (t.to(device=build_on, dtype=DTYPES[settings.dtype][0]) for t in probe_data(probe.data, probe.splits))
     generators = draws.new_generators(range(probe.splits), build_on)
-    kernel = settings.build_kernel(x.shape[-1], (probe.splits,))
-    likelihood = settings.build_likelihood((probe.splits,))
-    config_of_method = settings.method_config(N, np.zeros((probe.splits, x.shape[-1])), np.ones((probe.splits, x.shape[-1])))
+    kernel = initial_kernel(settings, x.shape[-1], (probe.splits,))
+    likelihood = initial_likelihood(settings, (probe.splits,))
+    config_of_method = method_config(settings, N, np.zeros((probe.splits, x.shape[-1])),
+                                     np.ones((probe.splits, x.shape[-1])))
     method = build_method(settings.method, Problem(x, y, kernel, likelihood, generators), config_of_method).to(device)
     x, y = x.to(device), y.to(device)
     return ProbeRun(settings, method, x, y, generators, adam(method.adam_parameters(), settings.lr, device),

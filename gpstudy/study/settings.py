@@ -6,22 +6,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-import numpy as np
-import torch
 
 from gpstudy.data.registry import Dataset
 from gpstudy.runtime.devices import resolve_device
-from gpstudy.kernels import KERNELS, Kernel, build_kernel
-from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
-from gpstudy.methods import METHODS, MethodConfig, compile_problem, pairing_problems
+from gpstudy.kernels import KERNELS
+from gpstudy.likelihoods import LIKELIHOODS
+from gpstudy.methods import METHODS, compile_problem, pairing_problems
 from gpstudy.study.schema import object_schema, training_keys
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every training run (see run_settings)
-DTYPES = {  # training.dtype -> (data, parameters, kernel matrices, factors, solves, KL; network feature products)
-    "float64": (torch.float64, torch.float64),
-    "float32": (torch.float32, torch.float32),
-    "mixed": (torch.float64, torch.float32),  # RFE: phi(x), Phi m, Phi L; NTK: trunk, heads, J sigma (Grams float64)
-}
 
 
 def method_names(config: dict[str, Any]) -> list[str]:
@@ -41,9 +34,11 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Everything one run of one method needs; the fields are the config's ``training`` keys (see
-    ``gpstudy/study/config.schema.yaml`` for their meaning), the method and M, the seed and the method's
-    own options. No field has a default here: ``run_settings`` takes them from the config."""
+    """Everything one run of one method needs, as plain values: the fields are the config's ``training`` keys
+    (see ``gpstudy/study/config.schema.yaml`` for their meaning), the method and M, the seed and the method's
+    own options. No field has a default here: ``run_settings`` takes them from the config. What a run builds
+    of them (kernel, likelihood, dtypes, the method's config) it builds where it uses them
+    (``gpstudy.training.run``); :func:`check_settings` checks them against a data set."""
 
     method: str  # a name in gpstudy.methods.METHODS (a variant's registered method)
     M: int  # inducing (SVGP) or measurement (GPNet, FBNN) points
@@ -62,73 +57,43 @@ class RunSettings:
     pretrain_subset: int
     pretrain_lr: float
     device: str  # cpu, cuda or cuda:K, never "auto": run_settings resolves it
-    dtype: str
+    dtype: str  # a name in gpstudy.numerics.DTYPES
     tf32: bool
     checkpoint_minutes: float
     checkpoint_every: int | None
     eval_every: int
     torch_compile: bool
 
-    def check(self, dataset: Dataset) -> None:
-        """Raise :class:`SettingsError` unless kernel, likelihood and method fit each other and ``dataset``,
-        and, with ``torch_compile``, the installed torch compiles the method (``compile_problem``)."""
-        method = METHODS[self.method]
-        if self.M < 1:
-            raise SettingsError(f"M = {self.M}: a method needs at least one inducing or measurement point")
-        _validate({name: getattr(self, name) for name in training_keys()}, object_schema(training_keys()),
-                  "training settings")
-        for kind, name, registry in (("kernel", self.kernel, KERNELS), ("likelihood", self.likelihood, LIKELIHOODS)):
-            if name not in registry:
-                raise SettingsError(f"unknown {kind} {name!r}; known: {', '.join(sorted(registry))}")
-        _validate(self.kernel_options, KERNELS[self.kernel].options_schema, f"kernel_options of {self.kernel!r}")
-        _validate(self.likelihood_options, LIKELIHOODS[self.likelihood].options_schema,
-                  f"likelihood_options of {self.likelihood!r}")
-        _validate(self.options, object_schema(method.options_schema), f"options of method {self.method!r}")
-        task = LIKELIHOODS[self.likelihood].task
-        if task != dataset.task:
-            raise SettingsError(f"likelihood {self.likelihood!r} is for {task}, but data set {dataset.name!r} is "
-                                f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}")
-        if problems := pairing_problems(self.method, self.options, self.kernel, self.kernel_options, self.likelihood):
-            raise SettingsError("; ".join(problems))
-        if self.torch_compile and (problem := compile_problem(self.method)):
-            raise SettingsError(problem)
-        if self.pretrain and self.likelihood != "gaussian":
-            raise SettingsError("pretrain: true fits the exact GP's marginal likelihood, which needs the gaussian "
-                                f"likelihood, not {self.likelihood!r}")
 
-    def method_config(self, n_train: int, x_mean: np.ndarray | None = None,
-                      x_std: np.ndarray | None = None) -> MethodConfig:
-        """The method's settings; a ``box`` option moves from the data's units to standardized inputs,
-        by each split's ``x_mean`` and ``x_std`` ``[*batch, D]``."""
-        options = dict(self.options)
-        if options.get("box") is not None:
-            if x_mean is None or x_std is None:
-                raise ValueError("a box option needs the splits' x_mean and x_std to standardize it")
-            options["box"] = tuple(tuple(((np.asarray(bound) - x_mean) / x_std).tolist()) for bound in options["box"])
-        return MethodConfig(M=self.M, n_train=n_train, options=options, feature_dtype=self.feature_dtype())
-
-    def build_kernel(self, input_dim: int, batch_shape: tuple[int, ...] = ()) -> Kernel:
-        """A fresh prior kernel on the run's dtype and device: lengthscales ``initial_lengthscale``,
-        variance 1 (STUDY.md)."""
-        return build_kernel(self.kernel, input_dim, self.kernel_options, self.torch_dtype(), batch_shape,
-                            self.initial_lengthscale).to(self.torch_device())
-
-    def build_likelihood(self, batch_shape: tuple[int, ...] = ()) -> Likelihood:
-        """A fresh likelihood (STUDY.md's initial noise) on the run's dtype and device."""
-        return build_likelihood(self.likelihood, self.likelihood_options, self.torch_dtype(),
-                                batch_shape).to(self.torch_device())
-
-    def torch_device(self) -> torch.device:
-        """The device this run trains on (``device`` as :func:`run_settings` resolved it)."""
-        return torch.device(self.device)
-
-    def torch_dtype(self) -> torch.dtype:
-        """The floating-point type of data, parameters and every kernel matrix, factor, solve and KL."""
-        return DTYPES[self.dtype][0]
-
-    def feature_dtype(self) -> torch.dtype:
-        """The floating-point type of an inference network's feature products (``mixed``: float32)."""
-        return DTYPES[self.dtype][1]
+def check_settings(settings: RunSettings, dataset: Dataset) -> None:
+    """Raise :class:`SettingsError` unless kernel, likelihood and method of ``settings`` fit each other and
+    ``dataset``, and, with ``torch_compile``, the installed torch compiles the method (``compile_problem``)."""
+    method = METHODS[settings.method]
+    if settings.M < 1:
+        raise SettingsError(f"M = {settings.M}: a method needs at least one inducing or measurement point")
+    _validate({name: getattr(settings, name) for name in training_keys()}, object_schema(training_keys()),
+              "training settings")
+    for kind, name, registry in (("kernel", settings.kernel, KERNELS),
+                                 ("likelihood", settings.likelihood, LIKELIHOODS)):
+        if name not in registry:
+            raise SettingsError(f"unknown {kind} {name!r}; known: {', '.join(sorted(registry))}")
+    _validate(settings.kernel_options, KERNELS[settings.kernel].options_schema,
+              f"kernel_options of {settings.kernel!r}")
+    _validate(settings.likelihood_options, LIKELIHOODS[settings.likelihood].options_schema,
+              f"likelihood_options of {settings.likelihood!r}")
+    _validate(settings.options, object_schema(method.options_schema), f"options of method {settings.method!r}")
+    task = LIKELIHOODS[settings.likelihood].task
+    if task != dataset.task:
+        raise SettingsError(f"likelihood {settings.likelihood!r} is for {task}, but data set {dataset.name!r} is "
+                            f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}")
+    if problems := pairing_problems(settings.method, settings.options, settings.kernel, settings.kernel_options,
+                                    settings.likelihood):
+        raise SettingsError("; ".join(problems))
+    if settings.torch_compile and (problem := compile_problem(settings.method)):
+        raise SettingsError(problem)
+    if settings.pretrain and settings.likelihood != "gaussian":
+        raise SettingsError("pretrain: true fits the exact GP's marginal likelihood, which needs the gaussian "
+                            f"likelihood, not {settings.likelihood!r}")
 
 
 def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) -> RunSettings:

@@ -18,7 +18,7 @@ from gpstudy.paper import quoted_tables
 from gpstudy.study.datasets import USER_DATASET_KEYS, data_stage_params, dataset_of, user_datasets
 from gpstudy.study.jobs import experiment_metrics, study_jobs
 from gpstudy.study.schema import ConfigError, load_schema
-from gpstudy.study.settings import SettingsError, method_names, run_settings, traced_run_settings
+from gpstudy.study.settings import SettingsError, check_settings, method_names, run_settings, traced_run_settings
 
 
 def validate_config(config: dict[str, Any]) -> None:
@@ -102,7 +102,8 @@ def validate_config(config: dict[str, Any]) -> None:
                               "training statistics; the option is a classification data set's")
     for job in study_jobs(config):
         try:
-            run_settings(config, job.dataset, method=job.method, M=job.M).check(dataset_of(config, job.dataset))
+            check_settings(run_settings(config, job.dataset, method=job.method, M=job.M),
+                           dataset_of(config, job.dataset))
         except SettingsError as error:
             raise ConfigError(f"invalid configuration:\n  experiment {job.experiment!r}, data set {job.dataset!r}, "
                               f"method {job.method!r}: {error}") from None

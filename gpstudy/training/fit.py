@@ -128,7 +128,7 @@ def fit(
         excluded, the checkpoints' host copies included, summed over resumed sessions; a checkpoint
         records the host's clock, unsynchronised, so its seconds may miss the device's queued work).
     """
-    if torch_compile and (problem := compile_problem(method.name)):  # the job's torch (RunSettings.check: the plan's)
+    if torch_compile and (problem := compile_problem(method.name)):  # the job's torch (check_settings: the plan's)
         raise SettingsError(problem)
     optimizer = adam(method.adam_parameters(), lr, x_train.device)
     sampler = BatchSampler(x_train.shape[-2], batch_size, generators, x_train.device)

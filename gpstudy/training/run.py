@@ -19,9 +19,11 @@ from gpstudy.runtime.devices import gpu_slot
 from gpstudy.runtime.flags import set_linalg_library, set_tf32
 from gpstudy.linalg import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
-from gpstudy.likelihoods import LIKELIHOODS
+from gpstudy.kernels import Kernel, build_kernel
+from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
 from gpstudy.methods import Method, MethodConfig, Problem, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
+from gpstudy.numerics import DTYPES
 from gpstudy.training.pretrain import (hyperparameters_to_dict, load_hyperparameters, negative_lml_per_point,
                                        pretrain_hyperparameters, readable_hyperparameters, stack_hyperparameters,
                                        unstack_hyperparameters)
@@ -58,7 +60,7 @@ class SplitsProblem(Problem):
             if problem := non_finite(split):  # bad input fails the job; it is no failure of the method
                 raise DataError(f"split {s}: {problem}")
         _check_equal_sizes(splits)
-        device, dtype = settings.torch_device(), settings.torch_dtype()
+        device, dtype = torch.device(settings.device), DTYPES[settings.dtype][0]
         set_tf32(settings.tf32)  # this process's float32 precision on CUDA, as the settings say
         set_linalg_library(device)  # cuSOLVER for this process's factorizations on CUDA
         self.splits, self.device = list(splits.values()), device
@@ -67,8 +69,8 @@ class SplitsProblem(Problem):
             for name in ("x_train", "y_train", "x_test", "y_test", "y_std"))
         self.x_mean, self.x_std = _stack(self.splits, "x_mean"), _stack(self.splits, "x_std")
         batch_shape = (len(splits),)
-        kernel = settings.build_kernel(x_train.shape[-1], batch_shape)
-        likelihood = settings.build_likelihood(batch_shape)
+        kernel = initial_kernel(settings, x_train.shape[-1], batch_shape)
+        likelihood = initial_likelihood(settings, batch_shape)
         if hyperparameters is not None:
             load_hyperparameters(kernel, likelihood, stack_hyperparameters([hyperparameters[s] for s in splits]))
         self.seeds = [settings.seed + s for s in splits]
@@ -77,6 +79,32 @@ class SplitsProblem(Problem):
     def new_generators(self) -> list[torch.Generator]:
         """One generator per split, seeded ``settings.seed + s``, at the start of its stream."""
         return draws.new_generators(self.seeds, self.device)
+
+
+def initial_kernel(settings: RunSettings, input_dim: int, batch_shape: tuple[int, ...] = ()) -> Kernel:
+    """The run's prior kernel at its start, on the run's dtype and device: lengthscales ``initial_lengthscale``,
+    variance 1 (STUDY.md)."""
+    return build_kernel(settings.kernel, input_dim, settings.kernel_options, DTYPES[settings.dtype][0], batch_shape,
+                        settings.initial_lengthscale).to(torch.device(settings.device))
+
+
+def initial_likelihood(settings: RunSettings, batch_shape: tuple[int, ...] = ()) -> Likelihood:
+    """The run's likelihood at its start (STUDY.md's initial noise), on the run's dtype and device."""
+    return build_likelihood(settings.likelihood, settings.likelihood_options, DTYPES[settings.dtype][0],
+                            batch_shape).to(torch.device(settings.device))
+
+
+def method_config(settings: RunSettings, n_train: int, x_mean: np.ndarray | None = None,
+                  x_std: np.ndarray | None = None) -> MethodConfig:
+    """The method's config of the run: M, ``n_train``, its options and the network's feature dtype (the run's
+    ``dtype``); a ``box`` option moves from the data's units to standardized inputs, by each split's ``x_mean``
+    and ``x_std`` ``[*batch, D]``."""
+    options = dict(settings.options)
+    if options.get("box") is not None:
+        if x_mean is None or x_std is None:
+            raise ValueError("a box option needs the splits' x_mean and x_std to standardize it")
+        options["box"] = tuple(tuple(((np.asarray(bound) - x_mean) / x_std).tolist()) for bound in options["box"])
+    return MethodConfig(M=settings.M, n_train=n_train, options=options, feature_dtype=DTYPES[settings.dtype][1])
 
 
 def _stack(splits: list[Split], name: str) -> np.ndarray:
@@ -156,8 +184,8 @@ def build_batch(splits: dict[int, Split], settings: RunSettings, hyperparameters
     if hyperparameters is None and settings.pretrain:
         hyperparameters = pretrain_splits(splits, settings)
     problem = SplitsProblem(splits, settings, hyperparameters)
-    method = build_method(settings.method, problem, settings.method_config(problem.x_train.shape[-2], problem.x_mean,
-                                                                          problem.x_std)).to(problem.device)
+    method = build_method(settings.method, problem, method_config(settings, problem.x_train.shape[-2], problem.x_mean,
+                                                                  problem.x_std)).to(problem.device)
     return problem, method, hyperparameters
 
 
@@ -232,7 +260,7 @@ def pretraining_fingerprint(settings: RunSettings, splits: dict[int, Split]) -> 
 
 def _fingerprint(described: dict, settings: RunSettings, splits: dict[int, Split],
                  hyperparameters: dict[int, dict] | None) -> str:
-    described = {**described, "device": settings.torch_device().type}
+    described = {**described, "device": torch.device(settings.device).type}
     return json.dumps({"settings": described, "splits": {s: _digest(split) for s, split in splits.items()},
                        "hyperparameters": hyperparameters, "code": source_digest()}, sort_keys=True, default=str)
 
@@ -280,7 +308,7 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
         log.error("runs %s failed:\n%s", list(labels.values()), traceback.format_exc())
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
         results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
-                       "seconds": np.nan, **run_environment(settings.torch_device()), "dtype": settings.dtype,
+                       "seconds": np.nan, **run_environment(torch.device(settings.device)), "dtype": settings.dtype,
                        "seed": settings.seed + s,
                        "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
                    for s in splits}
@@ -302,6 +330,6 @@ def run_job(split_files: dict[int, Path], settings: RunSettings, out_dirs: dict[
     ``metrics.json`` with the split's index."""
     splits = {s: load_split(path) for s, path in split_files.items()}
     hyperparameters = {s: read_json(path) for s, path in (hyperparameter_files or {}).items()} or None
-    with gpu_slot(settings.torch_device(), gpu_lock_dir, jobs_per_gpu) as device:
+    with gpu_slot(torch.device(settings.device), gpu_lock_dir, jobs_per_gpu) as device:
         return run_splits(splits, replace(settings, device=str(device)), out_dirs, checkpoint,
                           {s: {**labels, "split": s} for s in splits}, hyperparameters)

@@ -14,10 +14,11 @@ from gpstudy.methods import METHODS, Problem, build_method
 from gpstudy.methods.base import InferenceNetworkMethod, function_space_kl
 from gpstudy.metrics import task_metrics
 from gpstudy.nets import NTK, RFE
+from gpstudy.numerics import DTYPES
 from gpstudy.training.pretrain import pretrain_hyperparameters
 from gpstudy.study import run_settings
 from gpstudy.training import fit
-from gpstudy.training.run import predict
+from gpstudy.training.run import initial_kernel, initial_likelihood, method_config, predict
 
 DATASETS = ("boston", "concrete", "energy")
 N_TRAIN, N_TEST = 200, 100  # rows of split 0, so that 200 steps take a second or two
@@ -58,13 +59,13 @@ def network_method(settings, x: torch.Tensor, y: torch.Tensor, generator: torch.
                    split: Split | None = None) -> InferenceNetworkMethod:
     """``settings.method`` on ``x``, ``y`` as a run builds it: hyperparameters pretrained where the settings
     say so, a box c(x) standardized by ``split``'s statistics."""
-    kernel, likelihood = settings.build_kernel(x.shape[-1]), settings.build_likelihood()
+    kernel, likelihood = initial_kernel(settings, x.shape[-1]), initial_likelihood(settings)
     if settings.pretrain:
         pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=settings.pretrain_subset,
                                  iterations=settings.pretrain_iterations, lr=settings.pretrain_lr, generators=generator)
     statistics = (split.x_mean, split.x_std) if split is not None else ()
     return build_method(settings.method, Problem(x, y, kernel, likelihood, generator),
-                        settings.method_config(x.shape[-2], *statistics))
+                        method_config(settings, x.shape[-2], *statistics))
 
 
 def train_and_evaluate(settings, rows, split: Split | None = None) -> dict[str, float]:
@@ -82,13 +83,13 @@ def train_and_evaluate(settings, rows, split: Split | None = None) -> dict[str, 
 def test_mixed_settings_reach_the_network(settings_for):
     """One flag: training.dtype mixed -> float64 data and parameters, a float32 network's products."""
     settings = settings_for("fbnn", M, dtype="mixed", hidden_units=5)
-    assert settings.torch_dtype() == torch.float64 and settings.feature_dtype() == torch.float32
-    kernel, likelihood = settings.build_kernel(2), settings.build_likelihood()
+    assert DTYPES[settings.dtype] == (torch.float64, torch.float32)
+    kernel, likelihood = initial_kernel(settings, 2), initial_likelihood(settings)
     x = torch.randn(30, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     model = build_method("fbnn", Problem(x, x.sum(-1), kernel, likelihood, torch.Generator()),
-                         settings.method_config(30))
+                         method_config(settings, 30))
     assert model.network.feature_dtype == torch.float32
-    assert settings_for("fbnn", M).method_config(30).feature_dtype == torch.float64  # float64 by default
+    assert method_config(settings_for("fbnn", M), 30).feature_dtype == torch.float64  # float64 by default
 
 
 def test_mixed_network_computes_in_float32_and_returns_float64(settings_for):
@@ -97,7 +98,7 @@ def test_mixed_network_computes_in_float32_and_returns_float64(settings_for):
     x = torch.randn(15, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     networks = {}
     for dtype in (None, torch.float32):
-        networks[dtype] = RFE.build(settings.build_kernel(2), torch.Generator().manual_seed(1), latent_dim=1,
+        networks[dtype] = RFE.build(initial_kernel(settings, 2), torch.Generator().manual_seed(1), latent_dim=1,
                                     hidden_units=20, live_variance=False, options={}, feature_dtype=dtype)
     outputs = {dtype: network.mean_and_covariance(x) for dtype, network in networks.items()}
     for exact, mixed in zip(outputs[None], outputs[torch.float32]):
@@ -154,9 +155,9 @@ def test_mixed_fbnn_gradient_is_float64_s_to_float32_rounding(shared_data, setti
     gradients = []
     for dtype in ("float64", "mixed"):
         settings = settings_for("fbnn", M, dtype=dtype, **SMALL)
-        problem = Problem(x, y, settings.build_kernel(x.shape[-1]), settings.build_likelihood(),
+        problem = Problem(x, y, initial_kernel(settings, x.shape[-1]), initial_likelihood(settings),
                           torch.Generator().manual_seed(0))
-        model = build_method("fbnn", problem, settings.method_config(x.shape[-2]))
+        model = build_method("fbnn", problem, method_config(settings, x.shape[-2]))
         model.loss(x[:50], y[:50], 1, torch.Generator().manual_seed(3)).backward()
         gradients.append(torch.cat([parameter.grad.flatten() for parameter in model.network.parameters()]))
     exact, mixed = gradients

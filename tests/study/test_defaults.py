@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import gpstudy
-from gpstudy.study.settings import DTYPES
+from gpstudy.numerics import DTYPES
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())

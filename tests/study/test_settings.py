@@ -5,7 +5,6 @@ import copy
 from dataclasses import fields
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import yaml
@@ -14,7 +13,7 @@ from gpstudy.runtime import devices
 from gpstudy.data.registry import get_dataset
 from gpstudy.methods.base import COMPILE_NEEDS_TORCH
 from gpstudy.study import ConfigError, RunSettings, merge, run_settings, training_keys, validate_config
-from gpstudy.study.settings import SettingsError, exact_gp_settings
+from gpstudy.study.settings import SettingsError, check_settings, exact_gp_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,7 +68,6 @@ def test_auto_is_resolved_once_to_a_device_type(study_config, monkeypatch, gpu, 
     fake_gpu(monkeypatch, gpu)
     settings = run_settings(study_config, "boston", method="svgp", M=5)
     assert study_config["training"]["device"] == "auto" and settings.device == expected  # no index: a GPU slot picks it
-    assert settings.torch_device() == torch.device(expected)
     assert run_settings(study_config, "boston", method="svgp", M=5, device="cuda:1").device == "cuda:1"  # pinned
 
 
@@ -127,23 +125,6 @@ def test_fields_are_the_schemas_training_keys():
     assert {f.name for f in fields(RunSettings)} == set(training_keys()) | {"method", "M", "seed", "options"}
 
 
-def test_box_moves_to_standardized_inputs(study_config):
-    settings = run_settings(study_config, "snelson", method="gpnet", M=5, box=[[-1.0], [7.0]])
-    config = settings.method_config(100, x_mean=np.array([3.0]), x_std=np.array([2.0]))
-    assert config.box == ((-2.0,), (2.0,)) and config.M == 5 and config.n_train == 100
-    batch = settings.method_config(100, x_mean=np.array([[3.0], [1.0]]), x_std=np.array([[2.0], [4.0]]))
-    np.testing.assert_allclose(batch.box, [[[-2.0], [-0.5]], [[2.0], [1.5]]])  # (low, high), each [split, D]
-    assert config.beta0 == settings.options["beta0"]  # options read as attributes
-    with pytest.raises(AttributeError, match="no 'beta00'"):
-        config.beta00
-
-
-def test_a_fresh_kernel_starts_at_the_initial_lengthscale(settings_for):
-    kernel = settings_for("svgp", 5, initial_lengthscale=10.0, kernel="matern52").build_kernel(3, (2,))
-    torch.testing.assert_close(kernel.lengthscale, torch.full((2, 3), 10.0, dtype=torch.float64))
-    torch.testing.assert_close(kernel.variance, torch.ones(2, dtype=torch.float64))
-
-
 def test_torch_compile_is_refused_below_the_torch_that_compiles_the_method(monkeypatch, settings_for):
     """Compiled GPNet and FBNN fail (in dynamo or inductor's backward) before ``COMPILE_NEEDS_TORCH``
     (docs/installation.md): refused when the settings are checked, before any data is read, with the installed
@@ -157,14 +138,14 @@ def test_torch_compile_is_refused_below_the_torch_that_compiles_the_method(monke
                    f"(its compiled training fails before it: docs/installation.md), but torch {below} is installed; "
                    "upgrade torch, or set training.torch_compile: false")
         with pytest.raises(SettingsError) as refused:
-            settings_for(method, 8, torch_compile=True).check(boston)
+            check_settings(settings_for(method, 8, torch_compile=True), boston)
         assert str(refused.value) == message
-        settings_for(method, 8, torch_compile=False).check(boston)
-    settings_for("svgp", 8, torch_compile=True).check(boston)
+        check_settings(settings_for(method, 8, torch_compile=False), boston)
+    check_settings(settings_for("svgp", 8, torch_compile=True), boston)
     for version in (f"{COMPILE_NEEDS_TORCH}.0", f"{COMPILE_NEEDS_TORCH}.0+cpu"):
         monkeypatch.setattr(torch, "__version__", version)
         for method in ("gpnet", "fbnn"):
-            settings_for(method, 8, torch_compile=True).check(boston)
+            check_settings(settings_for(method, 8, torch_compile=True), boston)
 
 
 def test_a_study_compiling_gpnet_on_a_torch_too_old_is_refused_before_any_job(monkeypatch):

@@ -19,7 +19,7 @@ from gpstudy.training.pretrain import load_hyperparameters, readable_hyperparame
 from gpstudy.study.settings import SettingsError
 from gpstudy.training import BatchSampler, exact_reference, pretrain_splits, run_splits, train_splits
 from gpstudy.training.fit import step_as_symbol_supported
-from gpstudy.training.run import SplitsProblem
+from gpstudy.training.run import SplitsProblem, method_config
 
 
 def toy_split(n=60, n_test=20, d=2, seed=0):
@@ -82,7 +82,7 @@ def test_batch_parameters_equal_each_split_alone(settings_for):
     for name, chosen in (("batch", splits), ("alone", {2: splits[2]})):
         problem = SplitsProblem(chosen, settings, None)
         method = build_method("gpnet", problem,
-                              settings.method_config(problem.x_train.shape[-2], problem.x_mean, problem.x_std))
+                              method_config(settings, problem.x_train.shape[-2], problem.x_mean, problem.x_std))
         fit(method, problem.x_train, problem.y_train, iterations=25, batch_size=16, lr=0.01,
             generators=problem.generators, evaluate=dict, eval_every=100)
         trained[name] = method.state_dict()
@@ -245,7 +245,7 @@ def test_predictions_in_chunks_keep_every_latent(monkeypatch, settings_for):
     split = labelled_split()
     settings = settings_for("autogp", 4, likelihood="softmax", likelihood_options={"classes": 3})
     problem = SplitsProblem({0: split, 1: split}, settings, None)
-    method = run_module.build_method("autogp", problem, settings.method_config(20))
+    method = run_module.build_method("autogp", problem, run_module.method_config(settings, 20))
     whole = run_module.predict(method, problem.x_test)
     monkeypatch.setattr(method, "predict_chunk", 3)
     chunked = run_module.predict(method, problem.x_test)

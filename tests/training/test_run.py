@@ -1,5 +1,5 @@
-"""What a checkpoint belongs to (a rerun on another GPU of the same kind resumes; another device type does
-not), and what a run records of its data."""
+"""What a run builds of its settings (the method's config, the kernel), what a checkpoint belongs to (a rerun
+on another GPU of the same kind resumes; another device type does not), and what a run records of its data."""
 
 import logging
 from dataclasses import fields, replace
@@ -13,15 +13,32 @@ from gpstudy.data import Split
 from gpstudy.linalg import CholeskyError
 from gpstudy.io import read_json
 from gpstudy.training.stopping import Stopped
-from gpstudy.study import RunSettings
-from gpstudy.training.run import (PRETRAINING_READS, pretrain_splits, pretraining_fingerprint, run_fingerprint,
-                                  run_splits, train_splits)
+from gpstudy.study import RunSettings, run_settings
+from gpstudy.training.run import (PRETRAINING_READS, initial_kernel, method_config, pretrain_splits,
+                                  pretraining_fingerprint, run_fingerprint, run_splits, train_splits)
 
 
 def split(seed: int = 0) -> Split:
     rng = np.random.default_rng(seed)
     return Split(x_train=rng.normal(size=(8, 2)), y_train=rng.normal(size=8), x_test=rng.normal(size=(4, 2)),
                  y_test=rng.normal(size=4), x_mean=np.zeros(2), x_std=np.ones(2), y_mean=0.0, y_std=1.0)
+
+
+def test_box_moves_to_standardized_inputs(study_config):
+    settings = run_settings(study_config, "snelson", method="gpnet", M=5, box=[[-1.0], [7.0]])
+    config = method_config(settings, 100, x_mean=np.array([3.0]), x_std=np.array([2.0]))
+    assert config.box == ((-2.0,), (2.0,)) and config.M == 5 and config.n_train == 100
+    batch = method_config(settings, 100, x_mean=np.array([[3.0], [1.0]]), x_std=np.array([[2.0], [4.0]]))
+    np.testing.assert_allclose(batch.box, [[[-2.0], [-0.5]], [[2.0], [1.5]]])  # (low, high), each [split, D]
+    assert config.beta0 == settings.options["beta0"]  # options read as attributes
+    with pytest.raises(AttributeError, match="no 'beta00'"):
+        config.beta00
+
+
+def test_a_fresh_kernel_starts_at_the_initial_lengthscale(settings_for):
+    kernel = initial_kernel(settings_for("svgp", 5, initial_lengthscale=10.0, kernel="matern52"), 3, (2,))
+    torch.testing.assert_close(kernel.lengthscale, torch.full((2, 3), 10.0, dtype=torch.float64))
+    torch.testing.assert_close(kernel.variance, torch.ones(2, dtype=torch.float64))
 
 
 def test_the_fingerprint_holds_the_device_type_not_the_gpu_index(settings_for):
