@@ -1,4 +1,6 @@
-"""Inference methods behind one interface, found by name in ``METHODS``."""
+"""Inference methods behind one interface, found by name in ``METHODS``: a method is one module of this
+package and its class in ``METHODS``, which gives its ``name`` and its ``display_name`` (tables and figures:
+``gpstudy.report.labels``) to the study and the report (docs/new-method.md)."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +17,8 @@ from gpstudy.methods.odvgp import ODVGP
 from gpstudy.methods.problem import Problem
 from gpstudy.methods.svgp import SVGP
 
-METHODS: dict[str, type[Method]] = {method.name: method for method in (ExactGP, SVGP, GPNet, FBNN, ODVGP, AutoGP)}
+# every method, in plot order (gpstudy.report.labels.display_names: Figure 4's rows, the config's variants after)
+METHODS: dict[str, type[Method]] = {method.name: method for method in (SVGP, GPNet, FBNN, ExactGP, ODVGP, AutoGP)}
 
 
 def build_method(name: str, problem: Problem, config: MethodConfig) -> Method:
@@ -35,7 +38,7 @@ def pairing_problems(method: str, options: Mapping[str, Any], kernel: str, kerne
     e.g. a likelihood of several latents needs a network with several), a likelihood it supports
     (``supported_likelihoods``) and a kernel it can use (``kernel_problems``: e.g. an RFE network needs
     a kernel with a random-feature map). Validation asks this of every planned job before any runs
-    (``RunSettings.check``). ``options`` and ``kernel_options`` must be valid by their schemas.
+    (``gpstudy.study.check_settings``). ``options`` and ``kernel_options`` must be valid by their schemas.
     """
     declared = METHODS[method]
     problems = []

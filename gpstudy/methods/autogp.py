@@ -159,6 +159,7 @@ class AutoGP(Method):
     """
 
     name = "autogp"
+    display_name = "AutoGP"
     options_schema = {
         "components": {"type": "integer", "minimum": 1, "description": "K, Gaussians in the mixture q(u)"},
         "covariance": {"enum": ["full", "diagonal"], "description": "the covariances S_kj of q(u)"},

@@ -57,6 +57,7 @@ class Method(nn.Module):
     """
 
     name: ClassVar[str]
+    display_name: ClassVar[str]  # its name in tables, figures and claims (gpstudy.report.labels)
     options_schema: ClassVar[dict[str, dict]] = {}  # the method's own options: name -> JSON schema
     predict_chunk: int = PREDICT_CHUNK  # points predicted at a time (``training.run.predict``)
     compile_needs_torch: ClassVar[str | None] = COMPILE_NEEDS_TORCH  # torch_compile's lowest torch; None: any

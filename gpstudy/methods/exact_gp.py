@@ -35,6 +35,7 @@ class ExactGP(Method):
     """
 
     name = "exact"
+    display_name = "Exact GP"
 
     def __init__(self, problem: Problem, config: MethodConfig):
         gaussian_likelihood(problem.likelihood, f"method {self.name!r}")  # K + sigma^2 I needs its noise

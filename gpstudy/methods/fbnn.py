@@ -26,6 +26,7 @@ class FBNN(InferenceNetworkMethod):
     """
 
     name = "fbnn"
+    display_name = "FBNN"
     options_schema = {
         **InferenceNetworkMethod.options_schema,
         "hyperparameter_objective": {"enum": list(HYPERPARAMETER_OBJECTIVES),

@@ -99,6 +99,7 @@ class GPNet(InferenceNetworkMethod):
     """
 
     name = "gpnet"
+    display_name = "GPNet"
     options_schema = {
         **InferenceNetworkMethod.options_schema,
         "beta0": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "description": "beta_t's start"},

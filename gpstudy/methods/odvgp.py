@@ -92,6 +92,7 @@ class ODVGP(Method):
     """
 
     name = "odvgp"
+    display_name = "ODVGP"
     options_schema = {
         "mean_basis": {"type": "integer", "minimum": 0,
                        "description": "M_gamma, the size of the mean-only basis gamma (0: SVGP, not whitened)"},

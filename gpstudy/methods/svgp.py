@@ -65,6 +65,7 @@ class SVGP(Method):
     """
 
     name = "svgp"
+    display_name = "SVGP"
     compile_needs_torch = None  # compiled SVGP trains as the eager one at torch 2.4.0 and 2.6.0 (docs/installation.md)
     options_schema = {
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise by the ELBO"},

@@ -18,7 +18,8 @@ from matplotlib.lines import Line2D
 from gpstudy.io import atomic_path
 from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
 from gpstudy.paper import METRICS, paper_columns, paper_datasets, pbp_table
-from gpstudy.report.tables import dataset_label, display_names, in_order, mean_and_se, method_label
+from gpstudy.report.labels import dataset_label, display_names, method_label
+from gpstudy.report.tables import in_order, mean_and_se
 
 DPI = 150  # resolution of the PNG files
 VIOLIN_PANEL = (2.2, 3.0)  # inches: width and height of one violin panel (two rows of them)
@@ -42,7 +43,7 @@ def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path,
         experiment: the experiment drawn (the paper's UCI study: ``"uci"``).
         png: output PNG.
         pdf: output PDF.
-        variant_labels: the config's variants' display names (``gpstudy.report.tables.display_names``).
+        variant_labels: the config's variants' display names (``gpstudy.report.labels.display_names``).
     """
     names = display_names(variant_labels)
     uci = runs[runs["experiment"] == experiment]
@@ -88,7 +89,7 @@ def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.n
         y_train: training outputs ``[N]``.
         png: output PNG.
         pdf: output PDF.
-        variant_labels: the config's variants' display names (``gpstudy.report.tables.display_names``).
+        variant_labels: the config's variants' display names (``gpstudy.report.labels.display_names``).
     """
     names = display_names(variant_labels)
     methods = in_order(predictions["method"], names)
@@ -131,7 +132,7 @@ def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str,
         experiment: the experiment drawn, e.g. ``"uci"``; one panel per data set.
         axis: ``"iteration"``, or ``"seconds"``: the mean over splits of the training seconds at each
             evaluation (wall clock, as the ODVGP paper's Figure 2).
-        variant_labels: the config's variants' display names (``gpstudy.report.tables.display_names``).
+        variant_labels: the config's variants' display names (``gpstudy.report.labels.display_names``).
     """
     runs = curves[curves["experiment"] == experiment]
     metric = drawn_metrics(runs)[0]

@@ -17,33 +17,14 @@ import pandas as pd
 
 from gpstudy.io import write_text
 from gpstudy.metrics import METRIC_NAMES
+from gpstudy.report.labels import dataset_label, display_names, method_label
 from gpstudy.report.pages import write_page
 from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
 
-METHOD_NAMES = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP",
-                "autogp": "AutoGP"}  # display names of the registered methods, in plot order (variants: their label)
 AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined standard errors (STUDY.md)
 PAPER_ROUNDING = 0.0005  # the paper prints 3 decimals: its standard errors are known to +-0.0005
 KEYS = ["dataset", "method", "M"]  # one cell of Tables 3 and 4
 DECIMALS = {"error_rate": 4}  # printed decimals where the default 3 would cut the paper's numbers (Table 2: 1.55%)
-
-
-def display_names(variant_labels: Mapping[str, str] | None) -> dict[str, str]:
-    """Method -> its display name: the registered methods', then the config's variants' ``label``s
-    (``gpstudy.study.variant_labels``; None: no variant), in plot order."""
-    return {**METHOD_NAMES, **(variant_labels or {})}
-
-
-def method_label(method: str, m: int, names: Mapping[str, str]) -> str:
-    """The display name of a (method, M) column, e.g. ``"SVGP 100"``, by ``display_names``' ``names``."""
-    return f"{names.get(method, method)} {m}"
-
-
-def dataset_label(dataset: str) -> str:
-    """The paper's name of a data set (``"Wine"`` for ``wine_red``, ``"MNIST"`` for ``mnist``), or the key
-    itself if the paper has none."""
-    names = table_datasets().set_index("dataset")["name"]
-    return names.get(dataset, dataset)
 
 
 def in_order(items: Iterable, preferred: Iterable) -> list:
@@ -170,7 +151,8 @@ def _with_quoted(table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str],
 
 def write_table(table: pd.DataFrame, stem: Path, variant_labels: Mapping[str, str] | None = None) -> None:
     """Write ``experiment_table``'s output as ``stem.csv`` (tidy), ``stem.md``, ``stem.tex`` and ``stem.html``
-    (the paper's layout, methods by ``display_names(variant_labels)``; the HTML a page of the report)."""
+    (the paper's layout, methods by ``gpstudy.report.labels.display_names(variant_labels)``; the HTML a page of
+    the report)."""
     stem, names = Path(stem), display_names(variant_labels)
     for suffix, text in ((".csv", table.to_csv(index=False)), (".md", _markdown(table, names)),
                          (".tex", _latex(table, names))):

@@ -50,8 +50,15 @@ def test_every_method_is_registered_under_its_name_with_its_defaults_in_the_conf
     assert set(study_config["methods"]) == set(METHODS)  # config.yaml holds every method's options
 
 
+def test_every_method_declares_a_display_name_of_its_own():
+    """Its own, not a base class's: a subclass of SVGP inheriting "SVGP" would take SVGP's name in the tables."""
+    names = [vars(method).get("display_name") for method in METHODS.values()]
+    assert all(isinstance(name, str) and name.strip() for name in names), dict(zip(METHODS, names))
+    assert len(set(names)) == len(names), names
+
+
 def test_unknown_method_names_the_known_ones(data):
-    with pytest.raises(ValueError, match="autogp, exact, fbnn, gpnet, odvgp, svgp"):
+    with pytest.raises(ValueError, match=", ".join(NAMES)):
         build_method("vfe", Problem(*data, RBF(D), GaussianLikelihood(0.1), torch.Generator()),
                      MethodConfig(M=6, n_train=N))
 

@@ -58,7 +58,8 @@ def with_nested(**changes):
     ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"Od-SVGP": [5]}}}},
      r"\$\.experiments\.uci\.methods\.Od-SVGP: method name 'Od-SVGP' must match \[a-z\]\[a-z0-9_\]\* \(a lowercase"),
     ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"od_svgp": [5]}}}},
-     r"experiments\.uci\.methods\.od_svgp: unknown method 'od_svgp'; known: autogp, autogp_arccos, autogp_loo, exact, fbnn, gpnet, odvgp, orth, orthnat, svgp"),
+     r"experiments\.uci\.methods\.od_svgp: unknown method 'od_svgp'; known: autogp, autogp_arccos, autogp_loo, "
+     r"exact, fbnn, gpnet, odvgp, orth, orthnat, svgp"),
     ({"device": "gpu"}, r"\$\.device: 'gpu' does not match"),
     ({"splits_per_job": 0}, r"\$\.splits_per_job: 0 is less than the minimum of 1"),
     ({"jobs_per_gpu": 0}, r"\$\.jobs_per_gpu: 0 is less than the minimum of 1"),

@@ -11,13 +11,13 @@ import pandas as pd
 
 from gpstudy.data import load_split
 from gpstudy.report.results import collect_predictions, read_runs
-from gpstudy.report.tables import METHOD_NAMES, method_label
+from gpstudy.report.labels import display_names, method_label
 
 
 def run_label(method: str, m: int) -> str:
     """A claim's (method, M) by the registered method's display name, e.g. ``"SVGP 20"`` (the paper's
     claims name no config variant)."""
-    return method_label(method, m, METHOD_NAMES)
+    return method_label(method, m, display_names())
 
 
 POSTERIOR_MEASURES = ("mean_error", "sd_error")  # measured on a posterior's grid against the exact GP
