@@ -162,15 +162,16 @@ def tempered_prior(
     K~ = [(1-beta) Sigma^-1 + beta K^-1]^-1 = K B^-1 Sigma and m~ = (1-beta) K~ Sigma^-1 mu = (1-beta) K B^-1 mu
     with the mixture B = beta Sigma + (1-beta) K = L_B L_B^T: one Cholesky factor, no inverse of K or Sigma.
     Below ``HALVES_FROM`` points K B^-1 [Sigma mu] = (L_B^-1 K)^T (L_B^-1 [Sigma mu]), two triangular solves and
-    a product, K~ symmetrized. From ``HALVES_FROM`` points (issue 39) K~ is a Gram:
+    a product, K~ symmetrized (exactly symmetric). From ``HALVES_FROM`` points K~ is a Gram:
     K B^-1 Sigma = (A - a A B^-1 A) / (1 - a) with A = Sigma, a = beta (as (1-beta) K = B - beta Sigma) for
     beta <= 1/2, else A = K, a = 1 - beta; A B^-1 A = (L_B^-1 A)^T (L_B^-1 A) by row halves (3/4 of a product),
     one triangular solve of A, and m~ = mu - beta (L_B^-1 A)^T (L_B^-1 mu), or (1-beta) (...) with A = K. Each
     side keeps a <= 1/2 (1 - a >= 1/2; a A B^-1 A <= A as B >= a A): the difference loses about
-    a |A| / ((1 - a) |K~|) roundings, few where Sigma and K are of one scale, as GPNet's are (against a
-    40-digit reference on a GPNet state of 150 points, K~ within 3e-16 of its scale at the study's beta,
-    the product form within 1.4e-15; ``tests/test_gaussian.py`` bounds the loss where they are not). The
-    non-conjugate objective (section 3.2) uses it directly; ``tempered_target`` conditions it on the batch.
+    a |A| / ((1 - a) |K~|) roundings, few where Sigma and K are of one scale, as GPNet's are
+    (``tests/test_gaussian.py`` bounds the loss where they are not). This K~ is symmetric only up to its
+    inputs' and BLAS's rounding: the Cholesky factors that read it read one triangle. The non-conjugate
+    objective (section 3.2) uses it directly; ``tempered_target`` conditions it on the batch. Why it is fast,
+    and how close to a 40-digit reference: docs/gpus.md#third-round.
 
     Args:
         prior_cov: K, the prior covariance ``[..., z, z]`` (jitter included).

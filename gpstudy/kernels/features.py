@@ -55,16 +55,17 @@ class FourierFeatures(FeatureMap):
         return _ScaledCosSin.apply(projection, scale)
 
 
-WRITE_HALVES_FROM = 2**15  # projections from which cos and sin are written into their halves: below it out= into a
-# slice costs more in dispatch (about 7 us a call) than the concatenation's pass (Snelson's 40 x 20: 25-50 us a step)
+WRITE_HALVES_FROM = 2**15  # projections from which cos and sin are written into their halves; below it the
+# concatenation, whose extra pass costs less than out= into a slice dispatches (docs/gpus.md#third-round)
 
 
 class _ScaledCosSin(torch.autograd.Function):
-    """scale [cos p, sin p], the cosine and sine written into their halves of the result (no concatenation),
-    with a backward from that output alone (d/dp of scale cos p is -scale sin p, the other half): 3.5 passes
-    over the features backward instead of the 9.5 of autograd's chain through the product, concatenation,
-    sine and cosine (issue 39, item 4). ``scale`` ``[*batch, 1, 1]`` is positive
-    (its gradient divides by it)."""
+    """scale [cos p, sin p] ``[*batch, n, 2H]`` for p ``[*batch, n, H]``, the cosine and sine written into their
+    halves of the result (no concatenation; below ``WRITE_HALVES_FROM`` projections, under torch.compile or
+    where ``scale`` broadcasts over a batch, the concatenation), with a backward from that output alone
+    (d/dp of scale cos p is -scale sin p, the other half), not autograd's chain through the product,
+    concatenation, sine and cosine. ``scale`` ``[*batch, 1, 1]`` is positive (its gradient divides by it).
+    Why it is fast: docs/gpus.md#memory-passes-first-round and docs/gpus.md#third-round."""
 
     @staticmethod
     def forward(ctx, projection: Tensor, scale: Tensor) -> Tensor:
@@ -73,7 +74,7 @@ class _ScaledCosSin(torch.autograd.Function):
                 or projection.numel() < WRITE_HALVES_FROM):
             # inductor fuses these into one pass (it refuses out= into a slice); a batch to broadcast; a small map
             features = scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
-        else:  # cos and sin written into their halves, then scaled in place: 2 passes fewer than cat's
+        else:  # cos and sin written into their halves, then scaled in place
             count = projection.shape[-1]
             features = projection.new_empty((*projection.shape[:-1], 2 * count))
             torch.cos(projection, out=features[..., :count])

@@ -16,10 +16,10 @@ class RBF(Stationary):
         return self.variance[..., None, None] * (-0.5 * r2).exp()
 
     def K(self, x1: Tensor, x2: Tensor | None) -> Tensor:  # noqa: N802 (GPflow's name)
-        """s2 exp(a b^T - |a|^2 / 2 - |b|^2 / 2) with a = x1 / l, b = x2 / l: the exponent -r2 / 2 accumulated
-        in place on the product a b^T: 4 elementwise operators over ``[..., n, m]`` (8 reads and writes of it)
-        instead of the 7 (14) of r2, its clamp, the exponential and the variance (issue 39, item 4). Not
-        clamped: where x1_i = x2_j the exponent is 0 up to rounding, so k may exceed s2 by a rounding error."""
+        """K(x1, x2) ``[..., n, m]`` = s2 exp(a b^T - |a|^2 / 2 - |b|^2 / 2) with a = x1 / l, b = x2 / l: the
+        exponent -r2 / 2 accumulated in place on the product a b^T, 4 elementwise operators over ``[..., n, m]``.
+        Not clamped: where x1_i = x2_j the exponent is 0 up to rounding, so k may exceed s2 by a rounding error.
+        Why it is fast: docs/gpus.md#memory-passes-first-round."""
         lengthscale = self.lengthscale.unsqueeze(-2)
         a = x1 / lengthscale
         b = a if x2 is None else x2 / lengthscale

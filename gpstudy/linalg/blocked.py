@@ -1,8 +1,8 @@
 """Cholesky factors and triangular solves by blocks, and the one place that chooses them over the library's.
 
 On a GPU a batched Cholesky factor (cuSOLVER's potrf) and a batched triangular solve run at a fraction of
-the rate of a matrix product (issue 39: 1-4 and 4-20 TFLOP/s against 30-60 on an H100 in float64). Split
-in two, [A11 A12; A21 A22] = [L11 0; L21 L22] [L11 0; L21 L22]^T gives
+the rate of a matrix product, so their work is moved into products. Split in two,
+[A11 A12; A21 A22] = [L11 0; L21 L22] [L11 0; L21 L22]^T gives
 
     L11 = chol(A11),   L21 = A21 L11^-T,   L22 = chol(A22 - L21 L21^T),
 
@@ -15,7 +15,8 @@ second one through them raises).
 
 :func:`cholesky_ex` and :func:`solve_triangular` choose (:func:`library_device`): on a CPU exactly the
 library's calls (LAPACK's own blocked potrf and trsm), elsewhere (CUDA, and ``meta``, where
-``benchmarks/gpu_estimate.py`` counts a GPU's work) the blocked forms.
+``benchmarks/gpu_estimate.py`` counts a GPU's work) the blocked forms. Why it should be faster (estimated,
+not yet measured on a GPU): docs/gpus.md#blocked-factorizations.
 """
 
 import torch

@@ -42,11 +42,11 @@ def add_jitter(matrix: Tensor) -> Tensor:
 
 
 class _AddToDiagonal(torch.autograd.Function):
-    """``matrix += value * I`` in place, its gradient the incoming one: no pass over the matrix either way
-    (``add_diagonal``'s clone, and autograd's copy of the gradient for an in-place write into a view of a tensor
-    that needs a gradient, are one each, issue 39, item 4); the same additions as ``add_diagonal``. The gradient
-    leaves in the matrix's layout, as autograd's copy left it (a reduction over it, as a kernel's variance's
-    gradient, sums in that order): copied only where it arrives in another."""
+    """``matrix += value * I`` in place, its gradient the incoming one: no pass over the matrix either way (no
+    clone forward, no copy of the gradient backward); the same additions as ``add_diagonal``. The gradient
+    leaves in the matrix's layout, as autograd's copy would leave it (a reduction over it, as a kernel's
+    variance's gradient, sums in that order): copied only where it arrives in another. Why it is fast:
+    docs/gpus.md#memory-passes-second-round."""
 
     @staticmethod
     def forward(ctx, matrix: Tensor, value: float) -> Tensor:
@@ -66,8 +66,8 @@ def add_jitter_(matrix: Tensor) -> Tensor:
     """``add_jitter`` written into ``matrix`` ``[..., n, n]`` itself, and returned: only for a matrix its caller
     has just made and no one else holds (a kernel's or a Gram's result; autograd refuses one it saved for a
     backward pass at that pass, and a leaf that needs a gradient at once). Under torch.compile ``add_jitter``
-    itself, which inductor fuses: the Function, which marks its input dirty, breaks the graph and recompiles
-    where grad mode changes (a prediction under ``no_grad``)."""
+    itself, which inductor fuses (the Function, which marks its input dirty, would break the graph and
+    recompile where grad mode changes, as in a prediction under ``no_grad``)."""
     if torch.compiler.is_compiling():
         return add_jitter(matrix)
     return _AddToDiagonal.apply(matrix, numerics.JITTER)
@@ -187,7 +187,7 @@ def inverse_from_scale_tril(chol: Tensor) -> Tensor:
     """(L L^T)^-1 ``[..., n, n]`` for a lower-triangular ``[..., n, n]`` L: on a CPU LAPACK's potri
     (``torch.cholesky_inverse``, 2 n^3 / 3); on any other device :func:`inverse_by_products` (on CUDA
     ``cholesky_inverse`` is a potrs of the identity, 2 n^3 at factorization rate; ``meta`` is where
-    ``benchmarks/gpu_estimate.py`` counts a GPU's work)."""
+    ``benchmarks/gpu_estimate.py`` counts a GPU's work). Why: docs/speed.md#inverses-and-solves-as-products."""
     if blocked.library_device(chol):
         return torch.cholesky_inverse(chol)
     return inverse_by_products(chol)
@@ -197,6 +197,6 @@ def inverse_by_products(chol: Tensor) -> Tensor:
     """(L L^T)^-1 = L^-T L^-1 ``[..., n, n]``, symmetric as ``symmetric_product`` makes it, for a
     lower-triangular ``[..., n, n]`` L: one triangular solve of the identity (n^3) and the Gram product of
     the upper-triangular L^-T by halves (n^3, ``symmetric_product``), triangular-solve and matrix-product
-    work that a GPU runs at a higher rate than a batched potrs."""
+    work that a GPU runs at a higher rate than a batched potrs (docs/speed.md#inverses-and-solves-as-products)."""
     eye = torch.eye(chol.shape[-1], dtype=chol.dtype, device=chol.device)
     return symmetric_product(solve_lower(chol, eye).mT, upper_triangular=True)

@@ -24,11 +24,12 @@ def inverse_positive(value: Tensor) -> Tensor:
 
 
 def scale_tril(raw: Tensor) -> Tensor:
-    """A lower Cholesky factor from a raw square matrix: strict lower triangle kept, diagonal positive.
+    """A lower Cholesky factor ``[..., n, n]`` from a raw square matrix: strict lower triangle kept, diagonal
+    ``positive`` (softplus + ``numerics.POSITIVE_FLOOR``).
 
-    Under torch.compile the expression of tril, diag_embed and their sum, which inductor fuses into one kernel
-    itself (and whose compiled numbers ``configs/paper-cpu.yaml``'s regeneration has: the Function, equal in
-    eager, moves them by rounding); elsewhere :class:`_ScaleTril`, the same numbers in fewer passes.
+    Under torch.compile the expression tril + diag_embed, which inductor fuses into one kernel (the compiled
+    numbers of ``configs/paper-cpu.yaml``'s regeneration are that graph's); elsewhere :class:`_ScaleTril`,
+    equal to the expression bit for bit. Why it is fast: docs/gpus.md#memory-passes-second-round.
 
     Args:
         raw: ``[..., n, n]``; its upper triangle is ignored.
@@ -40,10 +41,9 @@ def scale_tril(raw: Tensor) -> Tensor:
 
 class _ScaleTril(torch.autograd.Function):
     """tril(raw, -1) + diag_embed(positive(diag raw)) as the strict lower triangle copied and its diagonal
-    then written (2 passes over ``[..., n, n]`` instead of the 6 of tril, diag_embed and their sum), and its
-    gradient likewise (2 instead of 6: tril, the diagonal's embedding and the sum of the two); every element
-    by the same floating-point operations as autograd's (x + 0 is x), its diagonal's gradient by
-    ``softplus_backward``, autograd's formula for ``F.softplus`` (issue 39, item 4)."""
+    then written into it in place, and its gradient likewise; every element by the same floating-point
+    operations as autograd's (x + 0 is x), its diagonal's gradient by ``softplus_backward``, autograd's formula
+    for ``F.softplus``. Why it is fast: docs/gpus.md#memory-passes-second-round."""
 
     @staticmethod
     def forward(ctx, raw: Tensor) -> Tensor:

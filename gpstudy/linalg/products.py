@@ -8,9 +8,9 @@ HALVES_FROM = 128  # rows of F from which F F^T is computed by row halves; below
 
 
 def symmetric_product(factor: Tensor, upper_triangular: bool = False, alpha: float = 1.0) -> Tensor:
-    """F F^T, symmetric: from the blocks of two row halves, the off-diagonal block once (3/4 of a full
-    product; its diagonal blocks symmetric as BLAS makes them), or for fewer than ``HALVES_FROM`` rows
-    exactly, from one product's lower triangle.
+    """F F^T ``[..., n, n]`` for F ``[..., n, r]``, symmetric: from the blocks of two row halves, the
+    off-diagonal block once (3/4 of a full product; its diagonal blocks symmetric as BLAS makes them), or for
+    fewer than ``HALVES_FROM`` rows exactly, from one product's lower triangle.
 
     With ``upper_triangular`` (a square upper-triangular F = [[F11, F12], [0, F22]]) the bottom half's
     zeros enter no product: [F11 F12][F11 F12]^T, F22 F12^T and F22 F22^T, n^3 in all (half a full product).
@@ -28,7 +28,8 @@ def symmetric_product(factor: Tensor, upper_triangular: bool = False, alpha: flo
 
 def symmetric_product_into(factor: Tensor, out: Tensor, upper_triangular: bool = False, alpha: float = 1.0) -> None:
     """Write ``symmetric_product``'s alpha F F^T by row halves into ``out`` ``[B, n, n]`` (a view may be strided)
-    for F ``[B, n, r]``: the GEMMs write into its blocks (alpha applied by them)."""
+    for F ``[B, n, r]``: the GEMMs write into its blocks (alpha applied by them), one copy mirrors the
+    off-diagonal block. Why it is fast: docs/gpus.md#memory-passes-second-round."""
     half = factor.shape[-2] // 2
     top = factor[:, :half, :]
     if upper_triangular:  # the bottom rows and their product with the top: columns half: only
@@ -39,7 +40,7 @@ def symmetric_product_into(factor: Tensor, out: Tensor, upper_triangular: bool =
     lower_left.baddbmm_(bottom, top_right.mT, beta=0, alpha=alpha)  # beta 0: uninitialized values are not read
     out[:, :half, :half].baddbmm_(top, top.mT, beta=0, alpha=alpha)
     out[:, half:, half:].baddbmm_(bottom, bottom.mT, beta=0, alpha=alpha)
-    out[:, :half, half:].copy_(lower_left.mT)  # the one pass: a quarter read and written (cat's: 2 of the whole)
+    out[:, :half, half:].copy_(lower_left.mT)  # the one pass: a quarter of the result read and written
 
 
 @torch.no_grad()
@@ -48,8 +49,8 @@ def stacked_gram(head: Tensor, tail: Tensor, tail_block: Tensor) -> Tensor:
     ``[..., t, r]``, with the bottom-right block ``tail_block`` ``[..., t, t]`` (T T^T, made by the caller
     already) copied in instead of computed again: H H^T as ``symmetric_product`` into its block, T H^T one
     product into its block, mirrored above. No concatenation of H and T, and 3/8 of the stacked Gram's
-    products at h = t (issue 39: GPNet's q_t over [X_B; X_M], whose X_M block its loss has formed). A value,
-    no gradient.
+    products at h = t: GPNet's q_t over [X_B; X_M], whose X_M block its loss has formed. A value, no gradient.
+    Why it is fast: docs/gpus.md#third-round.
     """
     h, t, r = head.shape[-2], tail.shape[-2], head.shape[-1]
     joint = head.new_empty((*head.shape[:-2], h + t, h + t))

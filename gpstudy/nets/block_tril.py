@@ -4,9 +4,11 @@ The RFE network's weight factor L is ``[K, K]`` with K = 2000 at the paper's set
 parameter would spend most of an iteration on memory passes over its zero upper triangle (masking,
 its gradient, Adam). Here column block j of L is two parameters: the square diagonal block D_j (raw;
 strict lower triangle kept, softplus diagonal, as ``linalg.scale_tril``) and the dense block R_j
-below it. Only the lower blocks exist, so a product and its backward pass cost (b + 1) / (2b) of a
-dense one (5/8 with b = 4 blocks) and nothing is masked. A small L (Snelson's K = 40) is one block:
-there the blocks' extra products cost more in operator launches than their skipped zeros save.
+below it. Only the lower blocks exist, so a product and its backward pass cost at most (b + 1) / (2b) of
+a dense one (5/8 with b = 4 blocks) and nothing is masked; each diagonal block of ``DENSE_BELOW`` columns or
+more is multiplied by halves, its zero upper right quarter skipped (9/16 with the paper's 4 blocks of 500).
+A small L (Snelson's K = 40) is one block: there the blocks' extra products cost more in operator launches
+than their skipped zeros save. Why it is fast: docs/gpus.md#third-round.
 """
 
 import torch
@@ -42,9 +44,8 @@ def _halves(lower: Tensor) -> int:
 
 def _triangular_product_into(target: Tensor, a: Tensor, lower: Tensor, accumulate: bool) -> None:
     """target (+)= a @ lower for a lower-triangular ``lower`` ``[B, w, w]``: by halves, its zero upper right block
-    skipped (3/4 of the product; [a1 a2] [[A 0] [B C]] = [a1 A + a2 B, a2 C]), recursively (issue 39: 9/16 of a
-    dense product with 4 blocks of 500 instead of 5/8, as 8 stored blocks, whose narrower products below the
-    diagonal cost the CPU 4-6% of FBNN-500's step where these halves cost nothing)."""
+    skipped (3/4 of the product; [a1 a2] [[A 0] [B C]] = [a1 A + a2 B, a2 C]), recursively while a block has
+    ``DENSE_BELOW`` columns or more. Why halves and not more stored blocks: docs/gpus.md#third-round."""
     half = _halves(lower)
     if not half:
         _product_into(target, a, lower, accumulate)
@@ -93,7 +94,8 @@ class _LeftProduct(torch.autograd.Function):
     """Phi L from Phi ``[B, n, K]`` and L's blocks ``[B, ., .]`` (and, given v ``[B, K, 1]``, Phi v first),
     with every product written, or accumulated (``baddbmm_``, beta = 1), straight into its columns of the
     result or of Phi's gradient: no elementwise pass over ``[B, n, K]`` (no sum of two products or of Phi's
-    two gradients, concatenation, zero fill or read-modify-write of a slice)."""
+    two gradients, concatenation, zero fill or read-modify-write of a slice). Why it is fast:
+    docs/gpus.md#memory-passes-first-round."""
 
     @staticmethod
     def forward(ctx, edges: list[int], phi: Tensor, vector: Tensor | None, *blocks: Tensor):

@@ -4,9 +4,9 @@ factorizations' library on CUDA, and glibc's malloc kept from returning freed me
 glibc's malloc serves large blocks with fresh ``mmap`` calls and unmaps them on free, so a CPU
 training step that allocates the same tensors every iteration also pays the page faults of touching
 new memory every iteration. Serving every block from the heap (no ``mmap``) and never trimming it
-lets freed blocks be reused, as the PyTorch CPU tuning guide's allocator advice intends: measured
-here, a batch of 20 GPNet M=100 splits went from 4.7 to 2.4 s per iteration. The process keeps its
-peak memory until it ends. Allocators other than glibc's are left as they are.
+lets freed blocks be reused, as the PyTorch CPU tuning guide's allocator advice intends (what it saves:
+docs/speed.md#step-times-on-a-cpu). The process keeps its peak memory until it ends. Allocators other than
+glibc's are left as they are.
 """
 
 import ctypes

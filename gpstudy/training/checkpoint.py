@@ -108,7 +108,7 @@ def host_copy(state: Any, device: torch.device, into: Any = None) -> tuple[Any, 
     Training updates parameters and Adam's moments in place, so the copy must not share their memory.
     Each tensor is copied into the tensor at the same place in ``into`` (an earlier copy no longer being
     written) when it has the same shape and dtype, else into new host memory: fresh memory costs a page
-    fault per page, which made copying 1.2 GB on CPU 4x slower. On ``device`` cuda the host memory is
+    fault per page (docs/speed.md#what-a-run-costs-beside-the-steps). On ``device`` cuda the host memory is
     pinned and the copies do not block; the returned event, recorded after them on the device's
     current stream, is what the writer thread waits for, so the training thread never does. Later
     steps run on that stream after the copies, so they cannot change what is copied.
