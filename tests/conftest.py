@@ -1,5 +1,5 @@
 """Shared fixtures: the study's config (every default), the data copies beside the repo, a local HTTP server,
-a venv outside the checkout with gpstudy installed from a wheel, an HTML page's table as text."""
+a venv outside the checkout with gpstudy installed from a wheel, an HTML page's table as text, a seeded generator."""
 
 import functools
 import html.parser
@@ -226,3 +226,9 @@ def pretraining_steps(monkeypatch):
         monkeypatch.setattr(gpstudy.training.pretrain, "optimizer_step", step)
         return steps
     return count
+
+
+@pytest.fixture
+def generator() -> torch.Generator:
+    """A generator seeded 0."""
+    return torch.Generator().manual_seed(0)

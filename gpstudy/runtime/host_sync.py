@@ -31,8 +31,9 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gpstudy.io import PACKAGE
+
 aten = torch.ops.aten
-PACKAGE = Path(__file__).resolve().parent
 SYNC_OPERATORS = {  # operator -> what makes the host wait
     aten._local_scalar_dense.default: "host read (.item(), float(t), bool(t), if t)",
     aten.equal.default: "torch.equal (answered on the host)",
@@ -87,7 +88,7 @@ def _conditional_reason(func, args, kwargs) -> str | None:
 
 def in_package(frame: traceback.FrameSummary) -> bool:
     """Whether a traceback frame is in the gpstudy package's code."""
-    return PACKAGE in Path(frame.filename).resolve().parents
+    return PACKAGE.resolve() in Path(frame.filename).resolve().parents
 
 
 def place(frame: traceback.FrameSummary) -> str:

@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpstudy.linalg import blocked
 from gpstudy import linalg, numerics
-from gpstudy.runtime.host_sync import HostSyncCounter
 from gpstudy.diagnostics.probes import build_probe
+from gpstudy.linalg import blocked
+from gpstudy.runtime.host_sync import HostSyncCounter
 
 LEAF = numerics.FACTOR_BLOCK
 SIZES = sorted({LEAF - 1, LEAF, LEAF + 1, 129, 600, 1000})
@@ -120,9 +120,11 @@ def test_a_failed_leaf_in_the_lower_half_counts_in_the_whole_matrix():
 
 def test_gaussian_cholesky_retries_with_the_blocked_factor_as_with_the_library_s(monkeypatch):
     """``linalg.cholesky``'s jitter retries and NaN factors with the blocked forms (as off a CPU) give the
-    library's factor."""
+    library's factor. The second matrix's smallest eigenvalue is -5e-5: jitter 1e-6 and 1e-5 fail, 1e-4 leaves it
+    at 5e-5 (condition 2e4, so two algorithms' factors agree to rounding; one jitter step more moves it by 0.1)."""
     matrices = spd(1e2, (3,), 300).clone()
-    matrices[1] = matrices[1] - 1.01 * torch.linalg.eigvalsh(matrices[1]).min() * torch.eye(300, dtype=torch.float64)
+    shift = torch.linalg.eigvalsh(matrices[1]).min() + 5e-5
+    matrices[1] = matrices[1] - shift * torch.eye(300, dtype=torch.float64)
     matrices[2, 7, 3] = math.nan
     expected = linalg.cholesky(matrices)
     monkeypatch.setattr(blocked, "library_device", lambda tensor: False)

@@ -88,3 +88,19 @@ def test_linear_algebra_is_counted_on_the_meta_device_too():
         with HostSyncCounter() as counter:
             solve(matrix)
         assert len(counter.events) == 1, counter.summary()
+
+
+def test_a_synchronisation_is_placed_at_the_innermost_frame_of_the_package_in_any_wing():
+    """A sync made by code outside the package that a package function calls (here a kernel that reads a
+    value, called by ``linalg.kernel_scale_tril``) is placed at the package's frame, in linalg/: the package
+    is gpstudy's whole folder, not host_sync's own (runtime/), which would place it in this test."""
+    from gpstudy.linalg import kernel_scale_tril
+
+    def reading_kernel(inputs: torch.Tensor) -> torch.Tensor:
+        inputs.sum().item()
+        return SPD
+
+    with HostSyncCounter() as counter:
+        kernel_scale_tril(reading_kernel, X)
+    places = [event.where.split(":")[0] for event in counter.events]  # the kernel's read, then the factor's check
+    assert places == ["factor.py", "factor.py"], counter.summary()

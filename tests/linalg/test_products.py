@@ -1,0 +1,51 @@
+"""Grams and symmetric products by row halves against the plain product and its concatenated form."""
+
+
+import pytest
+import torch
+from matrices import DTYPE
+
+from gpstudy import linalg
+from gpstudy.linalg import HALVES_FROM, gram
+
+
+def test_gram_matches_the_product_and_passes_gradcheck(generator):
+    for rows in (5, 8):  # odd and even: the product is built from two row halves
+        wide = torch.randn(3, rows, 6, generator=generator, dtype=DTYPE)
+        torch.testing.assert_close(gram(wide), wide @ wide.mT)
+        assert torch.equal(gram(wide), gram(wide).mT)
+    factor = torch.randn(2, 4, 3, generator=generator, dtype=DTYPE, requires_grad=True)
+    torch.testing.assert_close(gram(factor), factor @ factor.mT)
+    assert torch.autograd.gradcheck(gram, (factor,))  # any upstream gradient, symmetric or not
+
+@pytest.mark.parametrize("rows", [HALVES_FROM - 1, HALVES_FROM, HALVES_FROM + 1])
+def test_gram_of_one_product_and_of_row_halves_match_the_product(generator, rows):
+    wide = torch.randn(2, rows, 6, generator=generator, dtype=DTYPE)
+    torch.testing.assert_close(gram(wide), wide @ wide.mT, rtol=1e-14, atol=1e-14)
+    if rows < HALVES_FROM:  # one product's lower triangle, mirrored (row halves' diagonal blocks are BLAS's)
+        assert torch.equal(gram(wide), gram(wide).mT)
+
+
+def old_symmetric_product(factor: torch.Tensor, upper_triangular: bool = False) -> torch.Tensor:
+    """symmetric_product's row halves as they were joined before issue 39's item 4: concatenations."""
+    half = factor.shape[-2] // 2
+    top = factor[..., :half, :]
+    if upper_triangular:
+        bottom, top_right = factor[..., half:, half:], top[..., half:]
+    else:
+        bottom, top_right = factor[..., half:, :], top
+    lower_left = bottom @ top_right.mT
+    return torch.cat([torch.cat([top @ top.mT, lower_left.mT], dim=-1),
+                      torch.cat([lower_left, bottom @ bottom.mT], dim=-1)], dim=-2)
+
+@pytest.mark.parametrize("shape", [(HALVES_FROM + 1, 9), (3, HALVES_FROM, 200), (2, 2, HALVES_FROM + 3, 7)])
+@pytest.mark.parametrize("upper_triangular", [False, True])
+def test_symmetric_product_by_halves_equals_its_concatenated_form_bit_for_bit(generator, shape, upper_triangular):
+    """The GEMMs written into the result's blocks compute what the concatenated products did, element for
+    element (unbatched, batched and with two batch dimensions; odd and even rows)."""
+    factor = torch.randn(shape, generator=generator, dtype=DTYPE)
+    if upper_triangular:
+        factor = torch.randn((*shape[:-1], shape[-2]), generator=generator, dtype=DTYPE).triu()
+    new = linalg.symmetric_product(factor, upper_triangular)
+    assert new.shape == (*factor.shape[:-1], factor.shape[-2])
+    assert torch.equal(new, old_symmetric_product(factor, upper_triangular))
