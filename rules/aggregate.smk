@@ -1,7 +1,5 @@
 """Aggregation: the tidy run table, then each experiment's tables and figures (its `outputs`)."""
 
-from gpstudy.study import own_data
-
 
 localrules:
     collect,
@@ -35,7 +33,8 @@ rule tables:
                labels=table_labels),
     params:
         quoted=quoted_table,
-        own_data=lambda wildcards: own_data(config, wildcards.experiment),  # no paper's numbers beside them
+        own_data=experiment_own_data,
+        labels=variant_names,
     log:
         "logs/aggregate/tables_{experiment}_{metric}.log",
     benchmark:
@@ -53,6 +52,8 @@ rule violins:
         png=report(f"{paths.VIOLINS}.png", caption="../report/violins.rst", category="{experiment}",
                    subcategory="Figures", labels={"figure": "violins over splits"}),
         pdf=f"{paths.VIOLINS}.pdf",
+    params:
+        labels=variant_names,
     log:
         "logs/aggregate/violins_{experiment}.log",
     benchmark:
@@ -71,7 +72,8 @@ rule posteriors:
                    subcategory="Figures", labels={"figure": "posteriors"}),
         pdf=f"{paths.POSTERIORS}.pdf",
     params:
-        runs=lambda wildcards: run_files(wildcards.experiment),
+        runs=experiment_runs,
+        labels=variant_names,
     log:
         "logs/aggregate/posteriors_{experiment}.log",
     benchmark:
@@ -89,7 +91,8 @@ rule learning_curves:
         report(paths.CURVES_FIGURE, caption="../report/learning_curves.rst", category="{experiment}",
                subcategory="Figures", labels={"figure": "learning curves"}),
     params:
-        axis=lambda wildcards: config["experiments"][wildcards.experiment].get("curve_axis", "iteration"),
+        axis=curve_axis,
+        labels=variant_names,
     log:
         "logs/aggregate/learning_curves_{experiment}.log",
     benchmark:

@@ -9,9 +9,10 @@ from gpstudy.report.claims import claims_path, settings_gaps
 from gpstudy.data import PROTOCOLS
 from gpstudy.runtime.job import check_same_code
 from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
-from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, splits_of, study_jobs,
-                           validate_config)
+from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, own_data, splits_of,
+                           study_jobs, validate_config, variant_labels)
 from gpstudy.study.settings import exact_gp_settings, run_settings
+from gpstudy.study.validate import tabulate_params
 from gpstudy.training.run import PRETRAINING_READS
 
 check_same_code(os.path.join(workflow.basedir, "gpstudy"))  # the plan's code is the checkout's, as every job checks
@@ -82,9 +83,9 @@ def job_labels(wildcards):
 
 
 def gpus(run):
-    """The ``gpu`` resource of a job with settings ``run``: 1 on CUDA, else 0 (the local profile caps
-    the sum at the GPU slots it has)."""
-    return int(run.torch_device().type == "cuda")
+    """The ``gpu`` resource of a job with settings ``run``: 1 on CUDA (device cuda or cuda:K), else 0 (the local
+    profile caps the sum at the GPU slots it has)."""
+    return int(run.device.startswith("cuda"))
 
 
 def job_gpus(wildcards):
@@ -128,6 +129,11 @@ def data_params(stage):
     return params
 
 
+def tabulate_spec(wildcards):
+    """The tabulate rule's params: its data stage's and a user classification data set's declared classes."""
+    return tabulate_params(config, wildcards.dataset, wildcards.protocol)
+
+
 def batch_dirs(experiment=None):
     """The folders of every training job (of one experiment): the jobs' outputs."""
     return [paths.BATCH.format(**job.wildcards()) for job in JOBS
@@ -140,9 +146,29 @@ def run_files(experiment=None):
             if experiment in (None, job.experiment) for split in job.splits]
 
 
+def experiment_runs(wildcards):
+    """The metrics files of an experiment's runs (run_files)."""
+    return run_files(wildcards.experiment)
+
+
 def quoted_table(wildcards):
     """The paper table whose rows of other papers' methods an experiment's tables quote, or None."""
     return config["experiments"][wildcards.experiment].get("quoted")
+
+
+def experiment_own_data(wildcards):
+    """An experiment's data sets whose files are not the registry's (own_data): no paper's numbers beside them."""
+    return own_data(config, wildcards.experiment)
+
+
+def variant_names(wildcards):
+    """The names the tables and figures print for the config's variants (gpstudy.study.variant_labels)."""
+    return variant_labels(config)
+
+
+def curve_axis(wildcards):
+    """What an experiment's learning curves are drawn against: its ``curve_axis``, iteration by default."""
+    return config["experiments"][wildcards.experiment].get("curve_axis", "iteration")
 
 
 def table_labels(wildcards):

@@ -4,8 +4,6 @@ Each rule's params are every setting its output depends on (gpstudy.study.data_s
 one reruns the rule and, its output remade, every job downstream. The tabulate rule's params add a user
 classification data set's declared classes (gpstudy.study.validate.tabulate_params)."""
 
-from gpstudy.study.validate import tabulate_params
-
 
 localrules:
     fetch,
@@ -32,7 +30,7 @@ rule tabulate:
     output:
         paths.TABLE,
     params:
-        spec=lambda wildcards: tabulate_params(config, wildcards.dataset, wildcards.protocol),
+        spec=tabulate_spec,
     log:
         "logs/tabulate/{dataset}_{protocol}.log",
     benchmark:

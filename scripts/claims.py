@@ -1,4 +1,5 @@
-"""Rule claims: the paper's claims (gpstudy/report/claims/paper_claims.yaml) measured on the study's runs, with verdicts."""
+"""Rule claims: the paper's claims (gpstudy/report/claims/paper_claims.yaml) measured on the study's runs, with
+verdicts."""
 
 from pathlib import Path
 

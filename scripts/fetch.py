@@ -8,5 +8,7 @@ from gpstudy.study import dataset_of
 
 start_job(snakemake.log[0])
 manifest = Path(snakemake.output[0])
-fetch_dataset(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, manifest.parent, manifest,
-              mirror=snakemake.config["mirror"])  # not in params: where the checksummed files are found
+# the data set and the mirror from the config, not params: where the checksummed files are found (the mirror, a
+# file's URLs) reruns nothing; what they are (path, sha256) is in params (data_stage_params), resolved alike
+fetch_dataset(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, manifest.parent,
+              manifest, mirror=snakemake.config["mirror"])

@@ -6,8 +6,7 @@ import pandas as pd
 
 from gpstudy.runtime.job import start_job
 from gpstudy.report.plots import learning_curves
-from gpstudy.study import variant_labels
 
 start_job(snakemake.log[0])
 learning_curves(pd.read_csv(snakemake.input[0]), Path(snakemake.output[0]), snakemake.wildcards.experiment,
-                snakemake.params.axis, variant_labels(snakemake.config))
+                snakemake.params.axis, snakemake.params.labels)

@@ -8,10 +8,9 @@ from gpstudy.data import load_split
 from gpstudy.runtime.job import start_job
 from gpstudy.report.plots import posteriors
 from gpstudy.report.results import collect_predictions
-from gpstudy.study import variant_labels
 
 start_job(snakemake.log[0])
 split = load_split(snakemake.input.split)
 posteriors(collect_predictions(snakemake.params.runs), pd.read_csv(snakemake.input.reference),
            split.original_x(split.x_train)[:, 0], split.original_y(split.y_train),
-           Path(snakemake.output.png), Path(snakemake.output.pdf), variant_labels(snakemake.config))
+           Path(snakemake.output.png), Path(snakemake.output.pdf), snakemake.params.labels)

@@ -6,9 +6,8 @@ from pathlib import Path
 from gpstudy.runtime.job import start_job
 from gpstudy.report.plots import violins
 from gpstudy.report.results import read_runs
-from gpstudy.study import variant_labels
 
 start_job(snakemake.log[0])
 runs = read_runs(snakemake.input[0])
 violins(runs, snakemake.wildcards.experiment, Path(snakemake.output.png), Path(snakemake.output.pdf),
-        variant_labels(snakemake.config))
+        snakemake.params.labels)

@@ -30,7 +30,7 @@ from snakemake.executors import dryrun
 
 fake_gpu, out, *argv = sys.argv[1:]
 if fake_gpu == "yes":  # Snakemake's process sees a GPU (it resolves every run's device)
-    from gpstudy import devices
+    from gpstudy.runtime import devices
     torch.backends.cuda.is_built = lambda: True
     devices.nvidia_smi_gpus = lambda: [devices.Gpu(0, "Fake GPU", "GPU-00000000-fake")]
 jobs = []
