@@ -29,6 +29,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported in the children only
+    import numpy as np
+    import pandas as pd
 
 REAL_ROWS = 7_009_728  # flights in the real 2008.csv
 PAPER_SIZES = (700_000, 100_000)  # the paper's random train/test draw, at the real size

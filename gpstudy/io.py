@@ -10,7 +10,10 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas
 
 PACKAGE = Path(__file__).parent  # the gpstudy package this process imported
 SOURCE_SUFFIXES = (".py", ".yaml", ".tsv")  # the package files whose content is the code of a run

@@ -1,7 +1,6 @@
 """Stochastic variational GP (SVGP) with whitened inducing variables (Hensman et al. 2013)."""
 
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import torch
@@ -16,9 +15,6 @@ from gpstudy.methods.inducing import INDUCING_INITS
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.problem import Problem
-
-logger = logging.getLogger(__name__)
-
 
 SUMMED_VARIANCES_MAX_M_PER_POINT = 0.4  # summed variances only while M < 0.4 n: see ``sums_variances``
 

@@ -192,7 +192,7 @@ def test_a_full_disk_buried_under_a_writers_own_error_is_found(tmp_path):
         pytest.skip("no /dev/full (a device whose writes fail with ENOSPC)")
     path = tmp_path / "table.npz"
     with pytest.raises(OSError, match=NO_SPACE.format(path)):
-        with atomic_path(path) as tmp, open("/dev/full", "wb") as full:
+        with atomic_path(path), open("/dev/full", "wb") as full:
             try:
                 full.write(b"x" * 100_000)
             except OSError as error:
