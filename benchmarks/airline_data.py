@@ -1,6 +1,7 @@
 """Wall time and peak resident memory of the airline data stage on a synthetic 2008 table (issue 15).
 
-    python benchmarks/airline_data.py [--rows 7009728] [--workdir DIR] [--train-size N --test-size N] [--months 1 ... 12]
+    python benchmarks/airline_data.py [--rows 7009728] [--workdir DIR] [--train-size N --test-size N]
+                                      [--months 1 ... 12]
 
 Writes, chunk by chunk, a synthetic ``2008.csv.bz2`` of the real ASA Data Expo 2009 schema (its 29
 columns in order, ``--rows`` flights through 2008 in month order as the real file, realistic ranges:
@@ -38,15 +39,81 @@ if TYPE_CHECKING:  # imported in the children only
 REAL_ROWS = 7_009_728  # flights in the real 2008.csv
 PAPER_SIZES = (700_000, 100_000)  # the paper's random train/test draw, at the real size
 CHUNK_ROWS = 250_000  # rows generated and written at a time
-COLUMNS = ["Year", "Month", "DayofMonth", "DayOfWeek", "DepTime", "CRSDepTime", "ArrTime", "CRSArrTime",
-           "UniqueCarrier", "FlightNum", "TailNum", "ActualElapsedTime", "CRSElapsedTime", "AirTime",
-           "ArrDelay", "DepDelay", "Origin", "Dest", "Distance", "TaxiIn", "TaxiOut", "Cancelled",
-           "CancellationCode", "Diverted", "CarrierDelay", "WeatherDelay", "NASDelay", "SecurityDelay",
-           "LateAircraftDelay"]
-CARRIERS = ["WN", "AA", "OO", "MQ", "US", "DL", "UA", "XE", "NW", "CO", "EV", "9E", "FL", "YV", "OH", "B6",
-            "AS", "F9", "HA", "AQ"]
-AIRPORTS = ["ATL", "ORD", "DFW", "DEN", "LAX", "PHX", "IAH", "LAS", "DTW", "SFO", "SLC", "EWR", "MCO", "MSP",
-            "CLT", "JFK", "BOS", "SEA", "PHL", "LGA"]
+COLUMNS = [
+    "Year",
+    "Month",
+    "DayofMonth",
+    "DayOfWeek",
+    "DepTime",
+    "CRSDepTime",
+    "ArrTime",
+    "CRSArrTime",
+    "UniqueCarrier",
+    "FlightNum",
+    "TailNum",
+    "ActualElapsedTime",
+    "CRSElapsedTime",
+    "AirTime",
+    "ArrDelay",
+    "DepDelay",
+    "Origin",
+    "Dest",
+    "Distance",
+    "TaxiIn",
+    "TaxiOut",
+    "Cancelled",
+    "CancellationCode",
+    "Diverted",
+    "CarrierDelay",
+    "WeatherDelay",
+    "NASDelay",
+    "SecurityDelay",
+    "LateAircraftDelay",
+]
+CARRIERS = [
+    "WN",
+    "AA",
+    "OO",
+    "MQ",
+    "US",
+    "DL",
+    "UA",
+    "XE",
+    "NW",
+    "CO",
+    "EV",
+    "9E",
+    "FL",
+    "YV",
+    "OH",
+    "B6",
+    "AS",
+    "F9",
+    "HA",
+    "AQ",
+]
+AIRPORTS = [
+    "ATL",
+    "ORD",
+    "DFW",
+    "DEN",
+    "LAX",
+    "PHX",
+    "IAH",
+    "LAS",
+    "DTW",
+    "SFO",
+    "SLC",
+    "EWR",
+    "MCO",
+    "MSP",
+    "CLT",
+    "JFK",
+    "BOS",
+    "SEA",
+    "PHL",
+    "LGA",
+]
 PLANES = 5400  # tail numbers flying (the real table: about 5,400)
 CANCELLED, DIVERTED, NO_TAIL = 0.02, 0.0025, 0.005  # fractions of flights
 
@@ -71,7 +138,9 @@ def plane_table(tails: np.ndarray, rng: np.random.Generator) -> str:
         if kind == 2 and rng.random() < 0.5:
             lines.append(tail)  # the tail number alone
         else:
-            lines.append(f"{tail},Corporation,BOEING,05/03/{year},737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,{year}")
+            lines.append(
+                f"{tail},Corporation,BOEING,05/03/{year},737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,{year}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -122,19 +191,35 @@ def flights(first: int, n: int, total: int, tails: np.ndarray, rng: np.random.Ge
     causes[:, 0] += np.maximum(arr_delay, 0) - causes.sum(1)
     tail = tails[rng.integers(0, len(tails), n)].astype(object)
     tail[rng.random(n) < NO_TAIL] = None
-    frame = pd.DataFrame({
-        "Year": 2008, "Month": months, "DayofMonth": days, "DayOfWeek": weekdays,
-        "DepTime": integers(hhmm(crs_dep + dep_delay), cancelled), "CRSDepTime": hhmm(crs_dep),
-        "ArrTime": integers(hhmm(crs_dep + dep_delay + elapsed), gone), "CRSArrTime": hhmm(crs_dep + crs_elapsed),
-        "UniqueCarrier": np.array(CARRIERS)[rng.integers(0, len(CARRIERS), n)], "FlightNum": rng.integers(1, 7830, n),
-        "TailNum": tail, "ActualElapsedTime": integers(elapsed, gone), "CRSElapsedTime": crs_elapsed,
-        "AirTime": integers(air, gone), "ArrDelay": integers(arr_delay, gone),
-        "DepDelay": integers(dep_delay, cancelled), "Origin": np.array(AIRPORTS)[rng.integers(0, len(AIRPORTS), n)],
-        "Dest": np.array(AIRPORTS)[rng.integers(0, len(AIRPORTS), n)], "Distance": distance,
-        "TaxiIn": integers(taxi_in, gone), "TaxiOut": integers(taxi_out, cancelled),
-        "Cancelled": cancelled.astype(int), "CancellationCode": np.where(cancelled, "B", ""),
-        "Diverted": diverted.astype(int),
-        **{name: integers(causes[:, k], ~late) for k, name in enumerate(COLUMNS[-5:])}})
+    frame = pd.DataFrame(
+        {
+            "Year": 2008,
+            "Month": months,
+            "DayofMonth": days,
+            "DayOfWeek": weekdays,
+            "DepTime": integers(hhmm(crs_dep + dep_delay), cancelled),
+            "CRSDepTime": hhmm(crs_dep),
+            "ArrTime": integers(hhmm(crs_dep + dep_delay + elapsed), gone),
+            "CRSArrTime": hhmm(crs_dep + crs_elapsed),
+            "UniqueCarrier": np.array(CARRIERS)[rng.integers(0, len(CARRIERS), n)],
+            "FlightNum": rng.integers(1, 7830, n),
+            "TailNum": tail,
+            "ActualElapsedTime": integers(elapsed, gone),
+            "CRSElapsedTime": crs_elapsed,
+            "AirTime": integers(air, gone),
+            "ArrDelay": integers(arr_delay, gone),
+            "DepDelay": integers(dep_delay, cancelled),
+            "Origin": np.array(AIRPORTS)[rng.integers(0, len(AIRPORTS), n)],
+            "Dest": np.array(AIRPORTS)[rng.integers(0, len(AIRPORTS), n)],
+            "Distance": distance,
+            "TaxiIn": integers(taxi_in, gone),
+            "TaxiOut": integers(taxi_out, cancelled),
+            "Cancelled": cancelled.astype(int),
+            "CancellationCode": np.where(cancelled, "B", ""),
+            "Diverted": diverted.astype(int),
+            **{name: integers(causes[:, k], ~late) for k, name in enumerate(COLUMNS[-5:])},
+        }
+    )
     return frame[COLUMNS]
 
 
@@ -155,25 +240,37 @@ def write_synthetic(folder: Path, rows: int, seed: int = 0) -> None:
 def stage(workdir: Path, train_size: int, test_size: int, months: list[int] | None) -> None:
     """The data stage of the pipeline on ``workdir/mirror``: fetch, table (config.yaml's months unless
     ``months``), split 0 (run in the child)."""
-    from gpstudy.study import DEFAULT_CONFIG, dataset_of, load_config
     from gpstudy.data import load_table, prepare_split, prepare_table
     from gpstudy.data.prepare import fetch_dataset
+    from gpstudy.study import DEFAULT_CONFIG, dataset_of, load_config
 
     logging.basicConfig(level=logging.INFO, format="  %(message)s")
-    config = load_config(DEFAULT_CONFIG,
-                         overrides={"dataset_options": {"airline": {"months": months}}} if months else None)
+    config = load_config(
+        DEFAULT_CONFIG, overrides={"dataset_options": {"airline": {"months": months}}} if months else None
+    )
     airline, manifest = dataset_of(config, "airline"), workdir / "raw/airline/files_random.json"
     times = {"start": time.perf_counter()}
     fetch_dataset(airline, "random", manifest.parent, manifest, mirror=str(workdir / "mirror"))
     times["fetch"] = time.perf_counter()
     prepare_table(airline, "random", manifest, workdir / "airline_random.npz")
     times["table"] = time.perf_counter()
-    prepare_split(airline, "random", 0, workdir / "airline_random.npz", manifest, workdir / "split0.npz",
-                  train_size=train_size, test_size=test_size)
+    prepare_split(
+        airline,
+        "random",
+        0,
+        workdir / "airline_random.npz",
+        manifest,
+        workdir / "split0.npz",
+        train_size=train_size,
+        test_size=test_size,
+    )
     times["split"] = time.perf_counter()
     steps = list(times)
-    print("  ".join(f"{step} {times[step] - times[prev]:.1f} s" for prev, step in zip(steps, steps[1:])),
-          f" table rows {len(load_table(workdir / 'airline_random.npz').y):,}", flush=True)
+    print(
+        "  ".join(f"{step} {times[step] - times[prev]:.1f} s" for prev, step in zip(steps, steps[1:])),
+        f" table rows {len(load_table(workdir / 'airline_random.npz').y):,}",
+        flush=True,
+    )
 
 
 def child(*args: str) -> tuple[float, float]:
@@ -208,15 +305,29 @@ def main() -> None:
         workdir = str(args.workdir or scratch)
         seconds, peak = child("--generate", "--workdir", workdir, "--rows", str(args.rows))
         size = (Path(workdir) / "mirror/airline/2008.csv.bz2").stat().st_size
-        print(f"generated {args.rows:,} flights in {seconds:.0f} s: 2008.csv.bz2 {size / 2**20:.0f} MiB; "
-              f"generator peak RSS {peak:.2f} GiB", flush=True)
-        seconds, peak = child("--stage", "--workdir", workdir, "--rows", str(args.rows),
-                              "--train-size", str(train_size), "--test-size", str(test_size),
-                              *(["--months", *map(str, args.months)] if args.months else []))
-        print(f"data stage (fetch from the mirror, table, one {train_size:,}/{test_size:,} random split) of "
-              f"{args.rows:,} flights: wall {seconds:.1f} s, peak RSS {peak:.2f} GiB (ru_maxrss of the child; "
-              f"the parent's own peak, which it may include: "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:.0f} MiB)")
+        print(
+            f"generated {args.rows:,} flights in {seconds:.0f} s: 2008.csv.bz2 {size / 2**20:.0f} MiB; "
+            f"generator peak RSS {peak:.2f} GiB",
+            flush=True,
+        )
+        seconds, peak = child(
+            "--stage",
+            "--workdir",
+            workdir,
+            "--rows",
+            str(args.rows),
+            "--train-size",
+            str(train_size),
+            "--test-size",
+            str(test_size),
+            *(["--months", *map(str, args.months)] if args.months else []),
+        )
+        print(
+            f"data stage (fetch from the mirror, table, one {train_size:,}/{test_size:,} random split) of "
+            f"{args.rows:,} flights: wall {seconds:.1f} s, peak RSS {peak:.2f} GiB (ru_maxrss of the child; "
+            f"the parent's own peak, which it may include: "
+            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:.0f} MiB)"
+        )
 
 
 if __name__ == "__main__":

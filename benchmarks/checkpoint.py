@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from speed import build  # noqa: E402
-
 from gpstudy import generators as draws  # noqa: E402
 from gpstudy.training.checkpoint import Checkpointer, save  # noqa: E402
+
+from speed import build  # noqa: E402
 
 
 def main() -> None:
@@ -43,8 +43,15 @@ def main() -> None:
     optimizer = torch.optim.Adam(method.adam_parameters(), lr=1e-3)
     method.loss(x[..., :500, :], y[..., :500], 1, generators).sum().backward()
     optimizer.step()
-    state = {"method": method.state_dict(), "optimizer": optimizer.state_dict(),
-             "generators": draws.get_state(generators), "step": 1, "curve": [], "seconds": 0.0, "fingerprint": ""}
+    state = {
+        "method": method.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "generators": draws.get_state(generators),
+        "step": 1,
+        "curve": [],
+        "seconds": 0.0,
+        "fingerprint": "",
+    }
     with tempfile.TemporaryDirectory(dir=Path(__file__).resolve().parents[1]) as folder:
         path = Path(folder) / "checkpoint.pt"
         with Checkpointer(path, device, every=1, minutes=None) as checkpoints:
@@ -57,8 +64,11 @@ def main() -> None:
                 blocked = time.perf_counter() - tic
                 checkpoints.wait()
                 background = time.perf_counter() - tic - blocked
-                print(f"{path.stat().st_size / 1e9:.2f} GB: synchronous {synchronous:.2f} s, blocked {blocked:.2f} s "
-                      f"(background write {background:.2f} s)", flush=True)
+                print(
+                    f"{path.stat().st_size / 1e9:.2f} GB: synchronous {synchronous:.2f} s, blocked {blocked:.2f} s "
+                    f"(background write {background:.2f} s)",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -66,10 +66,12 @@ def main() -> None:
 
     kernel = CNNGP(dim, image_shape=IMAGE, dtype=dtype).to(device)
     with torch.no_grad():
-        report(f"CNN-GP K(x), {POINTS} images (symmetric)", seconds(lambda: kernel(x[0]), device, args.repeats),
-               device)
-        report(f"CNN-GP K(x1, x2), {POINTS} x {POINTS} images", seconds(lambda: kernel(x[0], x[1]), device,
-                                                                        args.repeats), device)
+        report(f"CNN-GP K(x), {POINTS} images (symmetric)", seconds(lambda: kernel(x[0]), device, args.repeats), device)
+        report(
+            f"CNN-GP K(x1, x2), {POINTS} x {POINTS} images",
+            seconds(lambda: kernel(x[0], x[1]), device, args.repeats),
+            device,
+        )
 
     network = NTK(kernel, HIDDEN_UNITS, generator, classes=CLASSES).to(device)
     zeros = torch.zeros(CLASSES, POINTS, dtype=dtype, device=device)

@@ -21,9 +21,9 @@ def train_and_hash(threads: int) -> str:
     import torch
 
     sys.path.insert(0, os.path.dirname(__file__))
-    from speed import build
-
     from gpstudy.training import fit
+
+    from speed import build
 
     torch.set_num_threads(threads)
     method, x, y, generators = build("svgp", 100, 2000, 1, torch.device("cpu"))
@@ -45,8 +45,9 @@ def main() -> None:
     try:
         for _ in range(args.runs):
             for threads in args.threads:
-                child = subprocess.run([sys.executable, __file__, "--child", str(threads)], capture_output=True,
-                                       text=True, check=True)
+                child = subprocess.run(
+                    [sys.executable, __file__, "--child", str(threads)], capture_output=True, text=True, check=True
+                )
                 hashes[threads][child.stdout.strip()] += 1
     finally:
         for process in busy:

@@ -25,15 +25,16 @@ import argparse
 import sys
 from pathlib import Path
 
+import gpu_estimate  # benchmarks/gpu_estimate.py, beside this script
 import torch
 
-import gpu_estimate  # benchmarks/gpu_estimate.py, beside this script
-import speed  # benchmarks/speed.py, beside this script
 from gpstudy.diagnostics import device_check as check
+from gpstudy.diagnostics.probes import PROBES
 from gpstudy.io import atomic_path
 from gpstudy.nets.block_tril import BLOCKS, DENSE_BELOW
 from gpstudy.study import DEFAULT_CONFIG, load_config
-from gpstudy.diagnostics.probes import PROBES
+
+import speed  # benchmarks/speed.py, beside this script
 
 
 def megabytes(value: int | None, device: torch.device) -> str:
@@ -46,28 +47,51 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def probe_section(checks: list[check.ProbeCheck], device: torch.device, warmup: int, steps: int) -> list[str]:
-    mode = ("raised on synchronising CUDA operations" if device.type == "cuda"
-            else f"not applicable on {device.type}: synchronisations counted by dispatch only")
+    mode = (
+        "raised on synchronising CUDA operations"
+        if device.type == "cuda"
+        else f"not applicable on {device.type}: synchronisations counted by dispatch only"
+    )
     rows = []
     for result in checks:
-        debug = (f"not applicable on {device.type}" if device.type != "cuda"
-                 else "pass" if result.error is None else "fail")
-        rows.append(["pass" if result.passed else "FAIL", result.name, debug, f"{result.deliberate:.2f}",
-                     "; ".join(result.unexpected) or "none", megabytes(result.peak_bytes, device),
-                     f"{result.error} (at {result.where or 'no gpstudy frame'})" if result.error else ""])
-    return [f"## 2. Probes: {warmup} warm-up iterations, then {steps} checked", "",
-            f"Sync debug mode: {mode}. Deliberate syncs per iteration must be at most 1.", "",
-            *table(["result", "probe", "sync debug mode", "deliberate syncs/it", "other syncs counted",
-                    "peak MiB", "error"], rows)]
+        debug = (
+            f"not applicable on {device.type}" if device.type != "cuda" else "pass" if result.error is None else "fail"
+        )
+        rows.append(
+            [
+                "pass" if result.passed else "FAIL",
+                result.name,
+                debug,
+                f"{result.deliberate:.2f}",
+                "; ".join(result.unexpected) or "none",
+                megabytes(result.peak_bytes, device),
+                f"{result.error} (at {result.where or 'no gpstudy frame'})" if result.error else "",
+            ]
+        )
+    return [
+        f"## 2. Probes: {warmup} warm-up iterations, then {steps} checked",
+        "",
+        f"Sync debug mode: {mode}. Deliberate syncs per iteration must be at most 1.",
+        "",
+        *table(
+            ["result", "probe", "sync debug mode", "deliberate syncs/it", "other syncs counted", "peak MiB", "error"],
+            rows,
+        ),
+    ]
 
 
 def estimated(method: str, M: int, splits: int) -> list[str]:
     """``gpu_estimate.py``'s seconds per iteration of a row under each rate set (an H100's), and its
     GPU-busy and host seconds under the central set."""
-    times = {name: gpu_estimate.estimate(gpu_estimate.counts(method, M, splits)[0], rates)
-             for name, rates in gpu_estimate.RATE_SETS.items()}
-    return [" / ".join(f"{time.iteration:.4f}" for time in times.values()),
-            f"{times['central'].gpu:.4f}", f"{times['central'].host:.4f}"]
+    times = {
+        name: gpu_estimate.estimate(gpu_estimate.counts(method, M, splits)[0], rates)
+        for name, rates in gpu_estimate.RATE_SETS.items()
+    }
+    return [
+        " / ".join(f"{time.iteration:.4f}" for time in times.values()),
+        f"{times['central'].gpu:.4f}",
+        f"{times['central'].host:.4f}",
+    ]
 
 
 def speed_section(args, device: torch.device, iterations: int, size: int) -> tuple[list[str], list[bool]]:
@@ -78,47 +102,114 @@ def speed_section(args, device: torch.device, iterations: int, size: int) -> tup
                 check.reset_peak_memory(device)
                 try:
                     row = speed.measure(method, M, size, splits, iterations, device)
-                    rows.append([method, M, splits, f"{row['seconds']:.4f}", *estimated(method, M, splits),
-                                 f"{row['flops'] / 1e9:.2f}", f"{row['flops'] / row['seconds'] / 1e9:.1f}",
-                                 row["operators"], megabytes(check.peak_memory(device), device), ""])
+                    rows.append(
+                        [
+                            method,
+                            M,
+                            splits,
+                            f"{row['seconds']:.4f}",
+                            *estimated(method, M, splits),
+                            f"{row['flops'] / 1e9:.2f}",
+                            f"{row['flops'] / row['seconds'] / 1e9:.1f}",
+                            row["operators"],
+                            megabytes(check.peak_memory(device), device),
+                            "",
+                        ]
+                    )
                     ran.append(True)
                 except Exception as error:  # recorded, not fatal
-                    rows.append([method, M, splits, "", "", "", "", "", "", "",
-                                 megabytes(check.peak_memory(device), device), check.describe(error)])
+                    rows.append(
+                        [
+                            method,
+                            M,
+                            splits,
+                            "",
+                            "",
+                            "",
+                            "",
+                            "",
+                            "",
+                            "",
+                            megabytes(check.peak_memory(device), device),
+                            check.describe(error),
+                        ]
+                    )
                     ran.append(False)
                 print(f"speed {method} M {M} splits {splits}: {'done' if ran[-1] else 'FAILED'}", flush=True)
     sets = " / ".join(gpu_estimate.RATE_SETS)
-    return [f"## 3. speed.py rows (N {size}, batch {speed.BATCH}, D {speed.D}, RFE {speed.HIDDEN} units, "
-            f"float64; {iterations} timed iteration(s) after one warm-up)", "",
-            f"Beside each measured s/it, benchmarks/gpu_estimate.py's estimate for an H100 SXM from the row's "
-            f"counts on meta, under its {sets} rate sets, and the central set's GPU-busy and host seconds: "
-            f"where they differ from the measurement, the rates are what to correct.", "",
-            *table(["method", "M", "splits", "s/it", f"estimated s/it ({sets})", "estimated GPU s/it",
-                    "estimated host s/it", "GFLOP/it", "GFLOP/s", "ops/it", "peak MiB", "error"], rows)], ran
+    return [
+        f"## 3. speed.py rows (N {size}, batch {speed.BATCH}, D {speed.D}, RFE {speed.HIDDEN} units, "
+        f"float64; {iterations} timed iteration(s) after one warm-up)",
+        "",
+        f"Beside each measured s/it, benchmarks/gpu_estimate.py's estimate for an H100 SXM from the row's "
+        f"counts on meta, under its {sets} rate sets, and the central set's GPU-busy and host seconds: "
+        f"where they differ from the measurement, the rates are what to correct.",
+        "",
+        *table(
+            [
+                "method",
+                "M",
+                "splits",
+                "s/it",
+                f"estimated s/it ({sets})",
+                "estimated GPU s/it",
+                "estimated host s/it",
+                "GFLOP/it",
+                "GFLOP/s",
+                "ops/it",
+                "peak MiB",
+                "error",
+            ],
+            rows,
+        ),
+    ], ran
 
 
 def cholesky_section(rows: list[check.CholeskyTiming], batch: int, size: int) -> list[str]:
     """One size's table of section 4."""
-    cells = [[row.library, "" if row.seconds is None else f"{row.seconds:.4f}",
-              "" if row.residual is None else f"{row.residual:.1e}",
-              "" if row.difference is None else "reference" if row is rows[0] else f"{row.difference:.1e}",
-              row.error or ""] for row in rows]
-    return [f"### torch.linalg.cholesky_ex and gpstudy.linalg.blocked of {batch} x {size} x {size} float64", "",
-            *table(["library", "s per batch", "residual |LL'v - Av|/|Av|", "max |L - L_first| / max |L_first|",
-                    "error"], cells)]
+    cells = [
+        [
+            row.library,
+            "" if row.seconds is None else f"{row.seconds:.4f}",
+            "" if row.residual is None else f"{row.residual:.1e}",
+            "" if row.difference is None else "reference" if row is rows[0] else f"{row.difference:.1e}",
+            row.error or "",
+        ]
+        for row in rows
+    ]
+    return [
+        f"### torch.linalg.cholesky_ex and gpstudy.linalg.blocked of {batch} x {size} x {size} float64",
+        "",
+        *table(
+            ["library", "s per batch", "residual |LL'v - Av|/|Av|", "max |L - L_first| / max |L_first|", "error"], cells
+        ),
+    ]
 
 
 def block_tril_section(rows: list[check.BlockTrilTiming], batch: int, n: int, size: int) -> list[str]:
     """Section 5: the RFE's product by column blocks."""
-    cells = [[str(row.blocks), f"{row.seconds:.4f}", f"{row.seconds / rows[0].seconds:.2f}",
-              "reference" if row is rows[0] else f"{row.difference:.1e}"] for row in rows]
-    return [f"## 5. RFE's product Phi L by column blocks, {batch} x {n} x {size} float64", "",
-            f"gpstudy stores L in {BLOCKS} column blocks from {DENSE_BELOW} columns and multiplies a diagonal block "
-            f"of at least {DENSE_BELOW} columns by halves (`gpstudy/nets/block_tril.py`): 1, 4 and 8 blocks of 2000 "
-            "columns do the same FLOPs, 9/16 of a dense product's, in products 1000-250, 500-250 and 250 columns "
-            "wide. gpu_estimate.py counts one product rate; the fastest row here is this GPU's choice.", "",
-            *table(["blocks", "s per forward and backward", "time / first row",
-                    "max |PhiL - PhiL_first| / max |PhiL_first|"], cells)]
+    cells = [
+        [
+            str(row.blocks),
+            f"{row.seconds:.4f}",
+            f"{row.seconds / rows[0].seconds:.2f}",
+            "reference" if row is rows[0] else f"{row.difference:.1e}",
+        ]
+        for row in rows
+    ]
+    return [
+        f"## 5. RFE's product Phi L by column blocks, {batch} x {n} x {size} float64",
+        "",
+        f"gpstudy stores L in {BLOCKS} column blocks from {DENSE_BELOW} columns and multiplies a diagonal block "
+        f"of at least {DENSE_BELOW} columns by halves (`gpstudy/nets/block_tril.py`): 1, 4 and 8 blocks of 2000 "
+        "columns do the same FLOPs, 9/16 of a dense product's, in products 1000-250, 500-250 and 250 columns "
+        "wide. gpu_estimate.py counts one product rate; the fastest row here is this GPU's choice.",
+        "",
+        *table(
+            ["blocks", "s per forward and backward", "time / first row", "max |PhiL - PhiL_first| / max |PhiL_first|"],
+            cells,
+        ),
+    ]
 
 
 def main() -> None:
@@ -131,10 +222,21 @@ def main() -> None:
     parser.add_argument("--M", type=int, nargs="+", default=[100, 500])
     parser.add_argument("--splits", type=int, nargs="+", default=[1, 20])
     parser.add_argument("--size", type=int, default=8192, help="training-set size N of the speed rows")
-    parser.add_argument("--cholesky", type=int, nargs="+", default=[20, 500, 1000], metavar="BATCH SIZE",
-                        help="batch, then the sizes of section 4's Cholesky factors")
-    parser.add_argument("--block-tril", type=int, nargs=3, metavar=("BATCH", "ROWS", "SIZE"),
-                        help="section 5's Phi [batch, rows, size]: 20 1000 2000 (FBNN-500's), with --quick 20 200 2000")
+    parser.add_argument(
+        "--cholesky",
+        type=int,
+        nargs="+",
+        default=[20, 500, 1000],
+        metavar="BATCH SIZE",
+        help="batch, then the sizes of section 4's Cholesky factors",
+    )
+    parser.add_argument(
+        "--block-tril",
+        type=int,
+        nargs=3,
+        metavar=("BATCH", "ROWS", "SIZE"),
+        help="section 5's Phi [batch, rows, size]: 20 1000 2000 (FBNN-500's), with --quick 20 200 2000",
+    )
     parser.add_argument("--blocks", type=int, nargs="+", default=[1, 4, 8], help="section 5's block counts")
     args = parser.parse_args()
     if len(args.cholesky) < 2:
@@ -158,27 +260,43 @@ def main() -> None:
     block_tril_shape = args.block_tril or [20, 200 if args.quick else 1000, 2000]
     block_tril = check.block_tril_products(device, *block_tril_shape, tuple(args.blocks), repeats)
     cuda = device.type == "cuda"
-    summary = [["probes trained" + (" under sync debug mode" if cuda else ""),
-                f"{sum(c.error is None for c in checks)} of {len(checks)}"],
-               ["probes with at most one deliberate and no other sync per iteration (counted)",
-                f"{sum(c.passed for c in checks)} of {len(checks)}"],
-               ["speed rows measured", f"{sum(ran)} of {len(ran)}"],
-               ["Cholesky libraries factor and agree",
-                "yes" if all(map(check.libraries_agree, cholesky.values())) else "NO"],
-               ["RFE's product agrees across block counts", "yes" if check.block_counts_agree(block_tril) else "NO"],
-               ["peak memory per job", "recorded" if cuda else f"not applicable on {device.type}"]]
-    lines = [f"# gpstudy GPU check ({'quick' if args.quick else 'full'}, device {device})", "",
-             f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`", "",
-             "## 1. Environment", "", *table(["", ""], [list(fact) for fact in facts]),
-             *probe_section(checks, device, warmup, steps), *speed_lines,
-             "## 4. Batched Cholesky", "",
-             "Each library via torch.backends.cuda.preferred_linalg_library (on the CPU: LAPACK alone), then "
-             "gpstudy.linalg.blocked's factor by halves, its leaves by the first library and the rest matrix products "
-             f"(whether it is faster than the library's is what this section tells). They agree when residual "
-             f"and difference are below {check.AGREEMENT:g}.", "",
-             *[line for size, rows in cholesky.items() for line in cholesky_section(rows, batch, size)],
-             *block_tril_section(block_tril, *block_tril_shape),
-             "## 6. Summary", "", *table(["check", "result"], summary)]
+    summary = [
+        [
+            "probes trained" + (" under sync debug mode" if cuda else ""),
+            f"{sum(c.error is None for c in checks)} of {len(checks)}",
+        ],
+        [
+            "probes with at most one deliberate and no other sync per iteration (counted)",
+            f"{sum(c.passed for c in checks)} of {len(checks)}",
+        ],
+        ["speed rows measured", f"{sum(ran)} of {len(ran)}"],
+        ["Cholesky libraries factor and agree", "yes" if all(map(check.libraries_agree, cholesky.values())) else "NO"],
+        ["RFE's product agrees across block counts", "yes" if check.block_counts_agree(block_tril) else "NO"],
+        ["peak memory per job", "recorded" if cuda else f"not applicable on {device.type}"],
+    ]
+    lines = [
+        f"# gpstudy GPU check ({'quick' if args.quick else 'full'}, device {device})",
+        "",
+        f"Command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
+        "",
+        "## 1. Environment",
+        "",
+        *table(["", ""], [list(fact) for fact in facts]),
+        *probe_section(checks, device, warmup, steps),
+        *speed_lines,
+        "## 4. Batched Cholesky",
+        "",
+        "Each library via torch.backends.cuda.preferred_linalg_library (on the CPU: LAPACK alone), then "
+        "gpstudy.linalg.blocked's factor by halves, its leaves by the first library and the rest matrix products "
+        f"(whether it is faster than the library's is what this section tells). They agree when residual "
+        f"and difference are below {check.AGREEMENT:g}.",
+        "",
+        *[line for size, rows in cholesky.items() for line in cholesky_section(rows, batch, size)],
+        *block_tril_section(block_tril, *block_tril_shape),
+        "## 6. Summary",
+        "",
+        *table(["check", "result"], summary),
+    ]
     with atomic_path(args.out) as tmp:
         tmp.write_text("\n".join(lines))
     print(f"wrote {args.out}")

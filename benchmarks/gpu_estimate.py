@@ -82,18 +82,30 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpstudy.runtime.host_sync import HostSyncCounter, in_package, place  # noqa: E402
+from gpstudy.training.fit import BatchSampler, train_iteration  # noqa: E402
+from gpstudy.training.optim import adam  # noqa: E402
+
 import speed  # noqa: E402  (its FLOP formulas register on import)
 
-from gpstudy.runtime.host_sync import HostSyncCounter, in_package, place  # noqa: E402
-from gpstudy.training.optim import adam  # noqa: E402
-from gpstudy.training.fit import BatchSampler, train_iteration  # noqa: E402
-
 aten = torch.ops.aten
-FACTORIZATIONS = {aten.linalg_cholesky_ex: "potrf", aten.linalg_solve_triangular: "trsm",
-                  aten.cholesky_solve: "potrs", aten.cholesky_inverse: "inverse"}
+FACTORIZATIONS = {
+    aten.linalg_cholesky_ex: "potrf",
+    aten.linalg_solve_triangular: "trsm",
+    aten.cholesky_solve: "potrs",
+    aten.cholesky_inverse: "inverse",
+}
 KINDS = tuple(dict.fromkeys(FACTORIZATIONS.values()))  # potrf, trsm, potrs, inverse
-OVERWRITE = {aten.copy_, aten.fill_, aten.zero_, aten.normal_, aten.uniform_, aten.bernoulli_, aten.random_,
-             aten.exponential_}  # in-place operators that write their argument without reading it
+OVERWRITE = {
+    aten.copy_,
+    aten.fill_,
+    aten.zero_,
+    aten.normal_,
+    aten.uniform_,
+    aten.bernoulli_,
+    aten.random_,
+    aten.exponential_,
+}  # in-place operators that write their argument without reading it
 GATHERS = {aten.index, aten.index_select, aten.gather}  # read as many source elements as they write
 ALLOCATIONS = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
 GEMMS = {aten.mm, aten.bmm, aten.addmm, aten.baddbmm}  # matrix products (in-place ones by their functional form)
@@ -173,6 +185,7 @@ class CostCount(TorchDispatchMode):
 
     def watch(self, optimizer: torch.optim.Optimizer) -> None:
         """Count ``optimizer``'s steps as fused CUDA Adam instead of the operators they dispatch."""
+
         def before(optimizer, args, kwargs):
             self._in_optimizer = True
             for group in optimizer.param_groups:
@@ -203,8 +216,9 @@ class CostCount(TorchDispatchMode):
         packet = functional if functional in flop_registry else packet
         if packet in FACTORIZATIONS:
             self.costs.host["factorization"] += 1
-            self.costs.factorization_flops[FACTORIZATIONS[packet]] += flop_registry[packet](*args, **kwargs,
-                                                                                            out_val=out)
+            self.costs.factorization_flops[FACTORIZATIONS[packet]] += flop_registry[packet](
+                *args, **kwargs, out_val=out
+            )
         elif packet in flop_registry and not _vector_product(packet, args):  # baddbmm_ too: the GEMM reads its C
             self.costs.host["product"] += 1
             self.costs.product_flops += flop_registry[packet](*args, **kwargs, out_val=out)
@@ -231,8 +245,9 @@ class CostCount(TorchDispatchMode):
             tensors = _tensors(bound.get(argument.name))
             if argument.alias_info is not None and argument.alias_info.is_write:
                 written += tensors
-                overwritten = func.overloadpacket in OVERWRITE or (_functional(func.overloadpacket) in GEMMS
-                                                                    and bound.get("beta") == 0)
+                overwritten = func.overloadpacket in OVERWRITE or (
+                    _functional(func.overloadpacket) in GEMMS and bound.get("beta") == 0
+                )
                 if not argument.kwarg_only and not overwritten:
                     read += tensors  # in place: read, then written (an ``out=`` argument is only written)
             else:
@@ -332,21 +347,31 @@ def table(header: list[str], rows: list[list], markdown: bool) -> str:
         lines.insert(1, "| --- | " + " | ".join("---:" for _ in header[1:]) + " |")
         return "\n".join(lines)
     widths = [max(len(row[column]) for row in cells) for column in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(width) if column == 0 else cell.rjust(width)
-                               for column, (cell, width) in enumerate(zip(row, widths))) for row in cells)
+    return "\n".join(
+        "  ".join(
+            cell.ljust(width) if column == 0 else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(row, widths))
+        )
+        for row in cells
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", nargs="+", choices=sorted(RATE_SETS), default=list(RATE_SETS),
-                        help="rate sets to estimate under")
+    parser.add_argument(
+        "--sets", nargs="+", choices=sorted(RATE_SETS), default=list(RATE_SETS), help="rate sets to estimate under"
+    )
     for rate in fields(Rates):
-        parser.add_argument(f"--{rate.name.replace('_', '-')}", type=float,
-                            help=f"a custom set: the central one with this {rate.name} instead")
+        parser.add_argument(
+            f"--{rate.name.replace('_', '-')}",
+            type=float,
+            help=f"a custom set: the central one with this {rate.name} instead",
+        )
     parser.add_argument("--iterations", type=int, default=speed.STUDY["training"]["iterations"])
     parser.add_argument("--markdown", action="store_true", help="Markdown tables (for docs/gpus.md)")
-    parser.add_argument("--top", type=int, default=0,
-                        help="also list, per row, the operators and sites moving the most bytes")
+    parser.add_argument(
+        "--top", type=int, default=0, help="also list, per row, the operators and sites moving the most bytes"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     sets = {name: RATE_SETS[name] for name in args.sets}
@@ -355,8 +380,10 @@ def main() -> None:
         sets["custom"] = replace(RATE_SETS["central"], **custom)
     uci = speed.STUDY["experiments"]["uci"]
     jobs_per_row = len(uci["datasets"])
-    print(f"{SPLITS} splits per job, batch {speed.BATCH}, RFE {speed.HIDDEN}, float64, {args.iterations} iterations, "
-          f"{jobs_per_row} data sets; torch {torch.__version__}\n")
+    print(
+        f"{SPLITS} splits per job, batch {speed.BATCH}, RFE {speed.HIDDEN}, float64, {args.iterations} iterations, "
+        f"{jobs_per_row} data sets; torch {torch.__version__}\n"
+    )
     rows, totals, tops = [], Counter(), []
     for method, sizes in uci["methods"].items():
         for M in sizes:
@@ -364,26 +391,56 @@ def main() -> None:
             times = {name: estimate(costs, rates) for name, rates in sets.items()}
             for name, time in times.items():
                 totals[name] += time.iteration * args.iterations / 60 * jobs_per_row
-            rows.append([method, M, f"{costs.product_flops / 1e9:.1f}",
-                         *(f"{costs.factorization_flops[kind] / 1e9:.1f}" for kind in KINDS),
-                         f"{costs.bytes / 1e9:.2f}", costs.launches, costs.views, f"{costs.syncs:.1f}",
-                         *(f"{time.iteration * 1e3:.2f}" for time in times.values()),
-                         " / ".join(f"{time.iteration * args.iterations / 60:.1f}" for time in times.values())])
+            rows.append(
+                [
+                    method,
+                    M,
+                    f"{costs.product_flops / 1e9:.1f}",
+                    *(f"{costs.factorization_flops[kind] / 1e9:.1f}" for kind in KINDS),
+                    f"{costs.bytes / 1e9:.2f}",
+                    costs.launches,
+                    costs.views,
+                    f"{costs.syncs:.1f}",
+                    *(f"{time.iteration * 1e3:.2f}" for time in times.values()),
+                    " / ".join(f"{time.iteration * args.iterations / 60:.1f}" for time in times.values()),
+                ]
+            )
             if args.top:
                 tops.append((f"{method} M{M}", costs.bytes, sites.most_common(args.top)))
             print(f"{method} M{M} counted", file=sys.stderr, flush=True)
-    header = ["method", "M", "GFLOP prod", *(f"GFLOP {kind}" for kind in KINDS), "GB moved", "launches",
-              "views", "syncs", *(f"ms/it {name}" for name in sets), "min/job (" + " / ".join(sets) + ")"]
+    header = [
+        "method",
+        "M",
+        "GFLOP prod",
+        *(f"GFLOP {kind}" for kind in KINDS),
+        "GB moved",
+        "launches",
+        "views",
+        "syncs",
+        *(f"ms/it {name}" for name in sets),
+        "min/job (" + " / ".join(sets) + ")",
+    ]
     print(table(header, rows, args.markdown))
     print("\nUCI study (experiment uci, one job at a time on one GPU), minutes of training:")
-    print(table(["rate set", *(rate.name for rate in fields(Rates)), "minutes"],
-                [[name, *(getattr(rates, rate.name) for rate in fields(Rates)), f"{totals[name]:.0f}"]
-                 for name, rates in sets.items()], args.markdown))
+    print(
+        table(
+            ["rate set", *(rate.name for rate in fields(Rates)), "minutes"],
+            [
+                [name, *(getattr(rates, rate.name) for rate in fields(Rates)), f"{totals[name]:.0f}"]
+                for name, rates in sets.items()
+            ],
+            args.markdown,
+        )
+    )
     for name, moved, top in tops:
         print(f"\n{name}: {moved / 1e9:.2f} GB moved by memory-bound operators; the largest:")
-        print(table(["operator", "first input", "site", "GB"],
-                    [[operator, shape, site, f"{value / 1e9:.3f}"] for (operator, shape, site), value in top],
-                    args.markdown))
+        print(
+            table(
+                ["operator", "first input", "site", "GB"],
+                [[operator, shape, site, f"{value / 1e9:.3f}"] for (operator, shape, site), value in top],
+                args.markdown,
+            )
+        )
 
 
 if __name__ == "__main__":

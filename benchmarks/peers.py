@@ -43,14 +43,13 @@ try:
 except ImportError:
     sys.exit("benchmarks/peers.py needs GPyTorch: pip install -e '.[bench]'")
 
-from gpstudy.runtime.devices import synchronize
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
-from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.methods import Method, Problem, build_method
+from gpstudy.runtime.devices import synchronize
+from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.study import DEFAULT_CONFIG, load_config, run_settings
 from gpstudy.training.run import method_config
-
 
 D, LR, NOISE_STD, WARMUP = 8, 0.003, 0.1, 5
 STUDY = load_config(DEFAULT_CONFIG)  # SVGP's default options
@@ -63,10 +62,10 @@ class PeerSVGP(gpytorch.models.ApproximateGP):
     """GPyTorch's SVGP: whitened VariationalStrategy over a CholeskyVariationalDistribution, zero mean, RBF-ARD."""
 
     def __init__(self, inducing_points: Tensor):
-        distribution = gpytorch.variational.CholeskyVariationalDistribution(
-            inducing_points.shape[0], mean_init_std=0.0)
+        distribution = gpytorch.variational.CholeskyVariationalDistribution(inducing_points.shape[0], mean_init_std=0.0)
         strategy = gpytorch.variational.VariationalStrategy(
-            self, inducing_points, distribution, learn_inducing_locations=True)
+            self, inducing_points, distribution, learn_inducing_locations=True
+        )
         super().__init__(strategy)
         self.mean_module = gpytorch.means.ZeroMean()
         self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=D))
@@ -174,12 +173,16 @@ def compare(
     for step in contenders.values():
         seconds_per_step(step, batches[:WARMUP], device)
     for r in range(rounds):
-        block = batches[WARMUP + r * steps:WARMUP + (r + 1) * steps]
+        block = batches[WARMUP + r * steps : WARMUP + (r + 1) * steps]
         for name in list(contenders)[:: 1 if r % 2 == 0 else -1]:
             block_seconds, losses[name] = seconds_per_step(contenders[name], block, device)
             seconds[name].append(block_seconds)
-    return (statistics.median(seconds["ours"]), statistics.median(seconds["gpytorch"]),
-            losses["ours"].item(), losses["gpytorch"].item())
+    return (
+        statistics.median(seconds["ours"]),
+        statistics.median(seconds["gpytorch"]),
+        losses["ours"].item(),
+        losses["gpytorch"].item(),
+    )
 
 
 def main() -> None:
@@ -197,16 +200,19 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device: {name}, {torch.get_num_threads()} threads; torch {torch.__version__}, "
-          f"gpytorch {gpytorch.__version__}; N {args.N}, D {D}, B {args.batch}, {args.dtype}; "
-          f"median of {args.rounds} alternating blocks of {args.steps} steps")
-    print(f"{'M':>5s} {'ours s/step':>12s} {'gpytorch s/step':>16s} {'relative speed':>15s} "
-          f"{'ours loss/N':>12s} {'gpytorch loss/N':>16s}")
+    print(
+        f"device: {name}, {torch.get_num_threads()} threads; torch {torch.__version__}, "
+        f"gpytorch {gpytorch.__version__}; N {args.N}, D {D}, B {args.batch}, {args.dtype}; "
+        f"median of {args.rounds} alternating blocks of {args.steps} steps"
+    )
+    print(
+        f"{'M':>5s} {'ours s/step':>12s} {'gpytorch s/step':>16s} {'relative speed':>15s} "
+        f"{'ours loss/N':>12s} {'gpytorch loss/N':>16s}"
+    )
     x, y = make_problem(args.N, dtype, device)
     for M in args.M:
         ours, peer, ours_loss, peer_loss = compare(x, y, M, args.batch, args.rounds, args.steps)
-        print(f"{M:5d} {ours:12.4f} {peer:16.4f} {peer / ours:15.2f} {ours_loss:12.4f} {peer_loss:16.4f}",
-              flush=True)
+        print(f"{M:5d} {ours:12.4f} {peer:16.4f} {peer / ours:15.2f} {ours_loss:12.4f} {peer_loss:16.4f}", flush=True)
 
 
 if __name__ == "__main__":

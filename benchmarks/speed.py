@@ -9,7 +9,8 @@ S splits at once and prints, per row: milliseconds per iteration (the fastest an
 ``--repeats`` timings), GFLOP per iteration (matrix products, Cholesky factors and triangular solves,
 forward and backward, counted by ``torch.utils.flop_counter``), the achieved GFLOP/s and its share of
 a ``torch.mm`` rate measured in the same run, the operators dispatched per iteration (about one kernel
-launch each on a GPU; counted over 10 iterations after the first, whose fresh Adam sets up its state; on a CPU the count does not depend on the machine's load, the times do) and the
+launch each on a GPU; counted over 10 iterations after the first, whose fresh Adam sets up its state; on a CPU the
+count does not depend on the machine's load, the times do) and the
 microseconds per operator (fastest time / operators). Per-iteration cost must not grow with N.
 
     python benchmarks/speed.py [--preset uci|snelson] [--device cpu|cuda] [--threads K] [--splits 1 20]
@@ -54,16 +55,17 @@ import gpstudy
 from gpstudy.data.registry import DATASETS
 from gpstudy.diagnostics.device_check import matmul_rate
 from gpstudy.likelihoods import LIKELIHOODS
-from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.methods import Problem, build_method
 from gpstudy.numerics import DTYPES
+from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.study import load_config, run_settings
 from gpstudy.training import fit
 from gpstudy.training.run import initial_kernel, initial_likelihood, method_config
 
 ROOT = Path(__file__).resolve().parents[1]  # the tree this script belongs to ("this" of --against)
 # the methods' default options: the config.yaml beside the gpstudy imported, so that a tree's code runs with its own
-# (gpstudy.study.DEFAULT_CONFIG names the same file, but the trees of commits before it, e.g. --against 8edbaa2, lack it)
+# (gpstudy.study.DEFAULT_CONFIG names the same file, but the trees of commits before it, e.g. --against 8edbaa2,
+# lack it)
 STUDY = load_config(Path(gpstudy.__file__).resolve().parents[1] / "config.yaml")
 aten = torch.ops.aten
 COUNTED = 10  # iterations whose operators are counted after the first (a fresh Adam's state, the sampler's start)
@@ -92,12 +94,20 @@ class Preset:
 
 PRESETS = {
     "uci": Preset(None, 8, tuple(STUDY["experiments"]["uci"]["methods"]["svgp"]), None),  # STUDY.md's UCI settings
-    "snelson": Preset("snelson", DATASETS["snelson"].shape[1], tuple(STUDY["experiments"]["snelson"]["methods"]["svgp"]),
-                      STUDY["dataset_options"]["snelson"]["train_size"]),
+    "snelson": Preset(
+        "snelson",
+        DATASETS["snelson"].shape[1],
+        tuple(STUDY["experiments"]["snelson"]["methods"]["svgp"]),
+        STUDY["dataset_options"]["snelson"]["train_size"],
+    ),
     # AutoGP's MNIST rows: D = 784, softmax over 10 classes; N = 1000, the largest M, so that k-means at M = N
     # is the points themselves (seconds, not minutes at D = 784; a step's cost does not depend on N)
-    "mnist": Preset("mnist", DATASETS["mnist"].shape[1], tuple(STUDY["experiments"]["autogp"]["methods"]["autogp"]),
-                    max(STUDY["experiments"]["autogp"]["methods"]["autogp"])),
+    "mnist": Preset(
+        "mnist",
+        DATASETS["mnist"].shape[1],
+        tuple(STUDY["experiments"]["autogp"]["methods"]["autogp"]),
+        max(STUDY["experiments"]["autogp"]["methods"]["autogp"]),
+    ),
 }
 EXPERIMENT_PRESETS = {"snelson": "snelson", "uci": "uci", "odvgp": "uci", "autogp": "mnist"}  # --against's rows
 UCI_N = 8192  # N of the uci preset's rows (kin8nm's size)
@@ -146,8 +156,9 @@ class OperatorCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def build(method_name: str, M: int, n: int, splits: int, device: torch.device, dtype: str = "float64",
-          preset: Preset = UCI):
+def build(
+    method_name: str, M: int, n: int, splits: int, device: torch.device, dtype: str = "float64", preset: Preset = UCI
+):
     """A method on ``splits`` synthetic splits of ``n`` points of ``preset``'s dimension, with its data and
     generators, in ``dtype`` (a ``training.dtype``), with the settings of ``preset``'s data set."""
     generators = [torch.Generator(device=device).manual_seed(s) for s in range(splits)]
@@ -164,16 +175,32 @@ def build(method_name: str, M: int, n: int, splits: int, device: torch.device, d
     return method, x, y, generators
 
 
-def measure(method_name: str, M: int, n: int, splits: int, iterations: int, device: torch.device,
-            dtype: str = "float64", preset: Preset = UCI, repeats: int = 1, torch_compile: bool = False) -> dict:
+def measure(
+    method_name: str,
+    M: int,
+    n: int,
+    splits: int,
+    iterations: int,
+    device: torch.device,
+    dtype: str = "float64",
+    preset: Preset = UCI,
+    repeats: int = 1,
+    torch_compile: bool = False,
+) -> dict:
     """Seconds (the fastest of ``repeats`` timings of ``iterations``, and their median), FLOPs and
     operators of one iteration of ``fit`` (after one warm-up iteration, whose seconds are ``first``) in
     ``dtype``; with ``torch_compile`` (``training.torch_compile``) the seconds only: the warm-up compiles,
     and the counters' dispatch modes would run the loss eagerly."""
     method, x, y, generators = build(method_name, M, n, splits, device, dtype, preset)
     settings = run_settings(STUDY, preset.dataset, method=method_name, M=M)
-    run = dict(batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict, eval_every=10**9,
-               torch_compile=torch_compile)
+    run = dict(
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        generators=generators,
+        evaluate=dict,
+        eval_every=10**9,
+        torch_compile=torch_compile,
+    )
     first_seconds = fit(method, x, y, iterations=1, **run)[1]  # warm-up: allocations, kernels, compilation
     timings = [fit(method, x, y, iterations=iterations, **run)[1] / iterations for _ in range(repeats)]
     if torch_compile:
@@ -184,8 +211,13 @@ def measure(method_name: str, M: int, n: int, splits: int, iterations: int, devi
     with more:
         fit(method, x, y, iterations=1 + COUNTED, **run)
     operators = (sum(more.counts.values()) - sum(first.counts.values())) / COUNTED  # without the Adam's set-up
-    return {"seconds": min(timings), "median": statistics.median(timings), "flops": flops.get_total_flops(),
-            "operators": operators, "first": first_seconds}
+    return {
+        "seconds": min(timings),
+        "median": statistics.median(timings),
+        "flops": flops.get_total_flops(),
+        "operators": operators,
+        "first": first_seconds,
+    }
 
 
 @dataclass(frozen=True)
@@ -223,11 +255,13 @@ def serve(seconds: float) -> None:
         row = Row(**json.loads(line))
         if row not in runs:
             preset = PRESETS[row.preset]
-            method, x, y, generators = build(row.method, row.M, preset.n or UCI_N, 1, torch.device("cpu"),
-                                             preset=preset)
+            method, x, y, generators = build(
+                row.method, row.M, preset.n or UCI_N, 1, torch.device("cpu"), preset=preset
+            )
             settings = run_settings(STUDY, preset.dataset, method=row.method, M=row.M)
-            run = dict(batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict,
-                       eval_every=10**9)
+            run = dict(
+                batch_size=settings.batch_size, lr=settings.lr, generators=generators, evaluate=dict, eval_every=10**9
+            )
             fit(method, x, y, iterations=1, **run)  # warm-up: a fresh Adam, allocations
             iterations = max(1, round(seconds / fit(method, x, y, iterations=1, **run)[1]))
             runs[row] = (method, x, y, run, iterations)
@@ -241,9 +275,14 @@ class Side:
 
     def __init__(self, root: Path, seconds: float):
         env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", "--seconds",
-                                         str(seconds)], cwd=root, env=env, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve", "--seconds", str(seconds)],
+            cwd=root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         timed = Path(self._answer()["gpstudy"])
         if timed != root.resolve() / "gpstudy":
             self.close()
@@ -269,10 +308,15 @@ class Side:
 
 def export_commit(ref: str, folder: Path) -> str:
     """The tree of commit ``ref`` of this repository written into ``folder`` (``git archive``); its hash."""
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit], capture_output=True,
-                             check=True).stdout
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit], capture_output=True, check=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
     return commit
@@ -308,22 +352,33 @@ def comparison_table(times: dict[Row, dict[str, list[float]]]) -> str:
         this, ref = statistics.median(sides["this"]), statistics.median(sides["ref"])
         each = [a / b for a, b in zip(sides["this"], sides["ref"])]
         mark = " slower" if this / ref > 1 + SLOWER else ""
-        lines.append(f"| {row.name} | {this:.3f} | {ref:.3f} | {this / ref:.3f}{mark} | "
-                     f"{min(each):.3f}-{max(each):.3f} |")
+        lines.append(
+            f"| {row.name} | {this:.3f} | {ref:.3f} | {this / ref:.3f}{mark} | {min(each):.3f}-{max(each):.3f} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--against", metavar="REF",
-                        help="compare this tree with commit REF: every row of the study, one thread, alternating")
-    parser.add_argument("--rows", nargs="+",
-                        help="--against: only the rows whose name has every word of one of these ('uci svgp', 'M500')")
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="compare this tree with commit REF: every row of the study, one thread, alternating",
+    )
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        help="--against: only the rows whose name has every word of one of these ('uci svgp', 'M500')",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="--against: timings per row and side")
     parser.add_argument("--seconds", type=float, default=0.5, help="--against: about how long each timing lasts")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # a side of --against
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="uci",
-                        help="sizes and settings from config.yaml: uci (training defaults) or snelson")
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="uci",
+        help="sizes and settings from config.yaml: uci (training defaults) or snelson",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--iterations", type=int, default=10, help="iterations per timing")
     parser.add_argument("--repeats", type=int, default=1, help="timings per row (the fastest and the median shown)")
@@ -332,21 +387,39 @@ def main() -> None:
     parser.add_argument("--splits", type=int, nargs="+", default=[1], help="splits trained as one batch")
     parser.add_argument("--methods", nargs="+", default=["svgp", "gpnet", "fbnn"])
     parser.add_argument("--M", type=int, nargs="+", help="M values (default: the preset's)")
-    parser.add_argument("--dtype", nargs="+", default=["float64"], choices=sorted(DTYPES),
-                        help="training.dtype values to time each row in")
-    parser.add_argument("--compile", action="store_true",
-                        help="also time each row with training.torch_compile: true (its first iteration compiles)")
-    parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
-                        help="keep freed memory for reuse, as training jobs do (gpstudy.runtime.flags), or glibc's default")
+    parser.add_argument(
+        "--dtype",
+        nargs="+",
+        default=["float64"],
+        choices=sorted(DTYPES),
+        help="training.dtype values to time each row in",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time each row with training.torch_compile: true (its first iteration compiles)",
+    )
+    parser.add_argument(
+        "--malloc",
+        choices=["keep", "default"],
+        default="keep",
+        help="keep freed memory for reuse, as training jobs do (gpstudy.runtime.flags), or glibc's default",
+    )
     args = parser.parse_args()
     if args.serve:
         serve(args.seconds)
         return
     if args.against:
-        rows = [row for row in study_rows() if not args.rows or any(set(words.split()) <= set(row.name.split())
-                                                                   for words in args.rows)]
-        print(f"this: {ROOT} (working tree); REF: {args.against}; {args.rounds} rounds, one thread, "
-              f"~{args.seconds} s a timing, float64, one split", flush=True)
+        rows = [
+            row
+            for row in study_rows()
+            if not args.rows or any(set(words.split()) <= set(row.name.split()) for words in args.rows)
+        ]
+        print(
+            f"this: {ROOT} (working tree); REF: {args.against}; {args.rounds} rounds, one thread, "
+            f"~{args.seconds} s a timing, float64, one split",
+            flush=True,
+        )
         commit, times = compare(args.against, rows, args.rounds, args.seconds)
         print(f"REF = {commit}\n{comparison_table(times)}")
         return
@@ -359,34 +432,57 @@ def main() -> None:
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     rate = matmul_rate(device, torch.float64)  # float64's: "of mm" says how much of the float64 rate a row reaches
-    print(f"device: {name}; preset {args.preset}: batch {preset.batch}, D {preset.D}, RFE {preset.hidden} hidden "
-          f"units, torch {torch.__version__}, malloc {args.malloc}; {args.repeats} x {args.iterations} iterations")
-    print(f"torch.mm [1000, 2000] x [2000, 2000]: float64 {rate:.1f} GFLOP/s, "
-          f"float32 {matmul_rate(device, torch.float32):.1f} GFLOP/s")
-    print(f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'dtype':>7s} {'ms/it':>8s} {'median':>8s} "
-          f"{'GFLOP/it':>9s} {'GFLOP/s':>8s} {'of mm':>6s} {'ops/it':>7s} {'us/op':>6s} {'batch/one':>9s}")
+    print(
+        f"device: {name}; preset {args.preset}: batch {preset.batch}, D {preset.D}, RFE {preset.hidden} hidden "
+        f"units, torch {torch.__version__}, malloc {args.malloc}; {args.repeats} x {args.iterations} iterations"
+    )
+    print(
+        f"torch.mm [1000, 2000] x [2000, 2000]: float64 {rate:.1f} GFLOP/s, "
+        f"float32 {matmul_rate(device, torch.float32):.1f} GFLOP/s"
+    )
+    print(
+        f"{'method':7s} {'M':>4s} {'N':>6s} {'splits':>6s} {'dtype':>7s} {'ms/it':>8s} {'median':>8s} "
+        f"{'GFLOP/it':>9s} {'GFLOP/s':>8s} {'of mm':>6s} {'ops/it':>7s} {'us/op':>6s} {'batch/one':>9s}"
+    )
     for method in args.methods:
         for M in args.M or preset.M:
             for n in sizes:
                 for dtype in args.dtype:
                     one = None
                     for splits in args.splits:
-                        row = eager = measure(method, M, n, splits, args.iterations, device, dtype, preset,
-                                                args.repeats)
+                        row = eager = measure(
+                            method, M, n, splits, args.iterations, device, dtype, preset, args.repeats
+                        )
                         if splits == 1:
                             one = row["seconds"]
                         achieved = row["flops"] / row["seconds"] / 1e9
                         ratio = f"{row['seconds'] / one:9.2f}" if one and splits > 1 else f"{'':9s}"
-                        print(f"{method:7s} {M:4d} {n:6d} {splits:6d} {dtype:>7s} {row['seconds'] * 1e3:8.3f} "
-                              f"{row['median'] * 1e3:8.3f} {row['flops'] / 1e9:9.4f} {achieved:8.2f} "
-                              f"{achieved / rate:6.1%} {row['operators']:7.1f} "
-                              f"{row['seconds'] * 1e6 / row['operators']:6.2f} {ratio}", flush=True)
+                        print(
+                            f"{method:7s} {M:4d} {n:6d} {splits:6d} {dtype:>7s} {row['seconds'] * 1e3:8.3f} "
+                            f"{row['median'] * 1e3:8.3f} {row['flops'] / 1e9:9.4f} {achieved:8.2f} "
+                            f"{achieved / rate:6.1%} {row['operators']:7.1f} "
+                            f"{row['seconds'] * 1e6 / row['operators']:6.2f} {ratio}",
+                            flush=True,
+                        )
                         if args.compile:
-                            row = measure(method, M, n, splits, args.iterations, device, dtype, preset, args.repeats,
-                                          torch_compile=True)
-                            print(f"{'':7s} {'':4s} {'':6s} {'':6s} {'compiled':>7s} {row['seconds'] * 1e3:8.3f} "
-                                  f"{row['median'] * 1e3:8.3f}  first iteration (compilation) {row['first']:.1f} s, "
-                                  f"{eager['seconds'] / row['seconds']:.2f}x eager's speed", flush=True)
+                            row = measure(
+                                method,
+                                M,
+                                n,
+                                splits,
+                                args.iterations,
+                                device,
+                                dtype,
+                                preset,
+                                args.repeats,
+                                torch_compile=True,
+                            )
+                            print(
+                                f"{'':7s} {'':4s} {'':6s} {'':6s} {'compiled':>7s} {row['seconds'] * 1e3:8.3f} "
+                                f"{row['median'] * 1e3:8.3f}  first iteration (compilation) {row['first']:.1f} s, "
+                                f"{eager['seconds'] / row['seconds']:.2f}x eager's speed",
+                                flush=True,
+                            )
 
 
 if __name__ == "__main__":

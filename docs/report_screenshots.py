@@ -25,10 +25,20 @@ from pathlib import Path
 from gpstudy import paths
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's chromium package (.ci/run installs it)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-PAGES = {"claims": f"{paths.CLAIMS}.html",  # the report's entries screenshot, by name: their result paths
-         "table3": paths.TABLES.format(experiment="uci", metric="rmse") + ".html"}
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PAGES = {
+    "claims": f"{paths.CLAIMS}.html",  # the report's entries screenshot, by name: their result paths
+    "table3": paths.TABLES.format(experiment="uci", metric="rmse") + ".html",
+}
 WINDOW = (1920, 1000)  # the browser's viewport, CSS pixels
 TIMEOUT = 60.0  # seconds for Chromium to answer, to load the report and to show a page
 
@@ -63,9 +73,19 @@ class Chromium:
             os.dup2(from_browser, 4)
 
         self.process = subprocess.Popen(
-            [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
-             f"--window-size={WINDOW[0]},{WINDOW[1]}", "about:blank"],
-            preexec_fn=pipes, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=self.log.open("wb"))
+            [
+                str(CHROMIUM),
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "--remote-debugging-pipe",
+                f"--window-size={WINDOW[0]},{WINDOW[1]}",
+                "about:blank",
+            ],
+            preexec_fn=pipes,
+            pass_fds=(3, 4),
+            stdout=subprocess.DEVNULL,
+            stderr=self.log.open("wb"),
+        )
         os.close(to_browser)
         os.close(from_browser)
         self._buffer, self._next, self.events = b"", 0, []
@@ -98,8 +118,10 @@ class Chromium:
             ready, _, _ = select.select([self._read], [], [], max(0.0, deadline - time.monotonic()))
             chunk = os.read(self._read, 1 << 20) if ready else b""
             if not chunk:
-                raise RuntimeError(f"Chromium did not answer within {TIMEOUT:g} s (exit status {self.process.poll()}); "
-                                   f"its log ends: {self.log.read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"Chromium did not answer within {TIMEOUT:g} s (exit status {self.process.poll()}); "
+                    f"its log ends: {self.log.read_text(errors='replace')[-2000:]}"
+                )
             self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
@@ -155,15 +177,22 @@ def render_pages(report: Path, pages: dict[str, str] = PAGES) -> dict[str, dict]
 def _render(browser: Chromium, report: Path, pages: dict[str, str]) -> dict[str, dict]:
     target = browser.call("Target.createTarget", url="about:blank")["targetId"]
     session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-    browser.call("Emulation.setDeviceMetricsOverride", session, width=WINDOW[0], height=WINDOW[1],
-                 deviceScaleFactor=1, mobile=False)
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        session,
+        width=WINDOW[0],
+        height=WINDOW[1],
+        deviceScaleFactor=1,
+        mobile=False,
+    )
     browser.call("Page.enable", session)
     browser.call("Page.navigate", session, url=report.as_uri())
     browser.wait_event("Page.loadEventFired")
 
     def evaluate(expression: str, **where):
-        answer = browser.call("Runtime.evaluate", session, expression=expression, returnByValue=True,
-                              awaitPromise=True, **where)
+        answer = browser.call(
+            "Runtime.evaluate", session, expression=expression, returnByValue=True, awaitPromise=True, **where
+        )
         if "exceptionDetails" in answer:
             raise RuntimeError(f"{report}: {answer['exceptionDetails']}")
         return answer["result"].get("value")
@@ -199,8 +228,12 @@ def main(argv: list[str] | None = None) -> None:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"report_{name}.png").write_bytes(page["png"])
     if args.print:
-        json.dump({name: {"cells": page["cells"], "text": page["text"]} for name, page in rendered.items()},
-                  sys.stdout, ensure_ascii=False, indent=1)
+        json.dump(
+            {name: {"cells": page["cells"], "text": page["text"]} for name, page in rendered.items()},
+            sys.stdout,
+            ensure_ascii=False,
+            indent=1,
+        )
         print()
 
 

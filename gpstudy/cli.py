@@ -39,8 +39,7 @@ def ensure_split(config: dict, dataset: str, split: int) -> Path:
     if not table.exists():
         prepare_table(spec, plan.protocol, manifest, table)
     if not output.exists():
-        prepare_split(spec, plan.protocol, split, table, manifest, output, seed=config["seed"],
-                      **plan.split_options())
+        prepare_split(spec, plan.protocol, split, table, manifest, output, seed=config["seed"], **plan.split_options())
     return output
 
 
@@ -58,16 +57,20 @@ def recorded_hashes(dataset: "Dataset", root: Path = Path(".")) -> list[str]:
             if sha256:
                 recorded.setdefault(sha256, []).append(str(manifest.relative_to(root)))
         if not recorded:
-            lines.append(f"  {path}: no trusted sha256, none recorded yet (fetch it: gpstudy prepare --dataset "
-                         f"{dataset.name})")
+            lines.append(
+                f"  {path}: no trusted sha256, none recorded yet (fetch it: gpstudy prepare --dataset {dataset.name})"
+            )
         for sha256, manifests in recorded.items():
-            lines.append(f"  {path}: no trusted sha256; recorded at the first fetch in {', '.join(manifests)}; pin "
-                         f"it in the config: dataset_options: {{{dataset.name}: {{sha256: {{{path}: '{sha256}'}}}}}}")
+            lines.append(
+                f"  {path}: no trusted sha256; recorded at the first fetch in {', '.join(manifests)}; pin "
+                f"it in the config: dataset_options: {{{dataset.name}: {{sha256: {{{path}: '{sha256}'}}}}}}"
+            )
     return lines
 
 
-def snakemake_config(configfiles: list[Path], entries: list[str],
-                     overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], "Sources"]:
+def snakemake_config(
+    configfiles: list[Path], entries: list[str], overrides: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], "Sources"]:
     """The config a Snakemake started with ``--configfile *configfiles --config *entries`` (here) builds, and
     where each value was set: the packaged config.yaml, each file merged over it in order, then the entries,
     parsed by Snakemake's own parser of ``--config`` (int, float, True/False, else YAML read as strings), then
@@ -87,20 +90,33 @@ def snakemake_config(configfiles: list[Path], entries: list[str],
         raise ConfigError(f"--config: {error}; a config file goes after --configfile") from None
     for path in configfiles:
         if not path.is_file():
-            raise ConfigError(f"config file {path}: no such file in {Path.cwd()}; --configfile takes YAML files "
-                              f"merged over the packaged defaults ({DEFAULT_CONFIG}), which need none")
-    return load_traced_config(DEFAULT_CONFIG, *configfiles, overrides={**parsed, **(overrides or {})},
-                              overrides_source=OVERRIDES_SOURCE)
+            raise ConfigError(
+                f"config file {path}: no such file in {Path.cwd()}; --configfile takes YAML files "
+                f"merged over the packaged defaults ({DEFAULT_CONFIG}), which need none"
+            )
+    return load_traced_config(
+        DEFAULT_CONFIG, *configfiles, overrides={**parsed, **(overrides or {})}, overrides_source=OVERRIDES_SOURCE
+    )
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """A command's ``--configfile`` and ``--config``, as Snakemake's."""
-    parser.add_argument("--configfile", type=Path, nargs="+", default=[], metavar="FILE",
-                        help="as snakemake's: config files merged in order over the packaged config.yaml, which "
-                        "holds every default (the quick study: configs/quick.yaml)")
-    parser.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="as snakemake's, parsed by Snakemake's own parser and merged last: "
-                        "iterations=50 'datasets=[boston]'")
+    parser.add_argument(
+        "--configfile",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="as snakemake's: config files merged in order over the packaged config.yaml, which "
+        "holds every default (the quick study: configs/quick.yaml)",
+    )
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="as snakemake's, parsed by Snakemake's own parser and merged last: iterations=50 'datasets=[boston]'",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -108,8 +124,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gpstudy", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"gpstudy {gpstudy.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("datasets", help="list the registered data sets, and the sha256 recorded for files "
-                        "without a trusted one (under data/raw)")
+    commands.add_parser(
+        "datasets",
+        help="list the registered data sets, and the sha256 recorded for files without a trusted one (under data/raw)",
+    )
     prepare = commands.add_parser("prepare", help="fetch a data set and write its splits under data/")
     prepare.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     prepare.add_argument("--splits", type=int, nargs="*", help="split indices (default: all of the config's)")
@@ -117,35 +135,59 @@ def main(argv: list[str] | None = None) -> None:
     prepare.add_argument("--mirror", help="local directory or file:// URL tried before the network")
     train = commands.add_parser("train", help="train one method on splits (one batch); write metrics.json")
     train.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
-    train.add_argument("--split", type=int, nargs="+", default=[0],
-                       help="split indices, trained as one batch (default: 0)")
+    train.add_argument(
+        "--split", type=int, nargs="+", default=[0], help="split indices, trained as one batch (default: 0)"
+    )
     train.add_argument("--method", required=True, help="a registered method or a variant the config defines")
     train.add_argument("--M", type=int, required=True, help="inducing or measurement points")
     train.add_argument("--iterations", type=int, help="Adam steps (default: the config's)")
     train.add_argument("--device", help="auto | cpu | cuda | cuda:K (default: the config's)")
     add_config_arguments(train)
     train.add_argument("--mirror", help="local directory or file:// URL tried before the network")
-    train.add_argument("--out", type=Path, help=f"run folder (default {RUN_DIR}); with several splits, "
-                       "one folder per split in it: OUT/split{s}/metrics.json")
+    train.add_argument(
+        "--out",
+        type=Path,
+        help=f"run folder (default {RUN_DIR}); with several splits, "
+        "one folder per split in it: OUT/split{s}/metrics.json",
+    )
     train.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    shown = commands.add_parser("settings", help="print every resolved setting of one run, each with the file "
-                                "and key path it came from")
+    shown = commands.add_parser(
+        "settings", help="print every resolved setting of one run, each with the file and key path it came from"
+    )
     shown.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     shown.add_argument("--method", required=True, help="a registered method or a variant the config defines")
     shown.add_argument("--M", type=int, required=True, help="inducing or measurement points")
     add_config_arguments(shown)
-    compared = commands.add_parser("compare", help="a regeneration against a reference, cell by cell: exit 0 "
-                                   "when reproduced within the tolerance, 1 when not, 2 on an unreadable folder")
-    compared.add_argument("results", type=Path, metavar="RESULTS", help="a results folder (results/: runs.csv, "
-                          "claims.csv)")
-    compared.add_argument("reference", type=Path, metavar="REFERENCE", help="the folder compared with, e.g. "
-                          "docs/reference/paper-cpu or an earlier results/")
-    compared.add_argument("--se", type=float, help="a cell may move at most this many of the reference's "
-                          "standard errors (default 0.1, gpstudy.report.compare.Tolerance's)")
-    compared.add_argument("--relative", type=float, help="and at most this fraction of the reference's mean "
-                          "(default 0.001, gpstudy.report.compare.Tolerance's)")
-    compared.add_argument("--partial", action="store_true", help="RESULTS regenerated part of REFERENCE: the "
-                          "reference's runs and claims it lacks are no difference")
+    compared = commands.add_parser(
+        "compare",
+        help="a regeneration against a reference, cell by cell: exit 0 "
+        "when reproduced within the tolerance, 1 when not, 2 on an unreadable folder",
+    )
+    compared.add_argument(
+        "results", type=Path, metavar="RESULTS", help="a results folder (results/: runs.csv, claims.csv)"
+    )
+    compared.add_argument(
+        "reference",
+        type=Path,
+        metavar="REFERENCE",
+        help="the folder compared with, e.g. docs/reference/paper-cpu or an earlier results/",
+    )
+    compared.add_argument(
+        "--se",
+        type=float,
+        help="a cell may move at most this many of the reference's "
+        "standard errors (default 0.1, gpstudy.report.compare.Tolerance's)",
+    )
+    compared.add_argument(
+        "--relative",
+        type=float,
+        help="and at most this fraction of the reference's mean (default 0.001, gpstudy.report.compare.Tolerance's)",
+    )
+    compared.add_argument(
+        "--partial",
+        action="store_true",
+        help="RESULTS regenerated part of REFERENCE: the reference's runs and claims it lacks are no difference",
+    )
     args = parser.parse_args(argv)
     if args.command == "compare":
         compare_folders(args)
@@ -162,8 +204,9 @@ def main(argv: list[str] | None = None) -> None:
     from gpstudy.study import ConfigError, SettingsError
 
     try:  # a missing or bad file, a bad entry, key or setting: one line naming it, no traceback
-        config, sources = snakemake_config(args.configfile, args.config,
-                                           {"mirror": args.mirror} if getattr(args, "mirror", None) else None)
+        config, sources = snakemake_config(
+            args.configfile, args.config, {"mirror": args.mirror} if getattr(args, "mirror", None) else None
+        )
         if args.command == "settings":
             show_settings(config, sources, args)
         elif args.command == "prepare":
@@ -194,10 +237,12 @@ def show_settings(config: dict[str, Any], sources: "Sources", args: argparse.Nam
     """``gpstudy settings``: every resolved setting of one run and where it was set."""
     from gpstudy.study.provenance import settings_lines
 
-    print(f"{args.method} at M = {args.M} on {args.dataset}; each setting's source, lowest precedence first: "
-          "training, methods.<method>, dataset_options.<dataset>, dataset_options.<dataset>.methods.<method>, "
-          "variants.<variant>, the study-wide iterations and device, the command line; the config as Snakemake "
-          "builds it: config.yaml, each --configfile over it in order, then --config")
+    print(
+        f"{args.method} at M = {args.M} on {args.dataset}; each setting's source, lowest precedence first: "
+        "training, methods.<method>, dataset_options.<dataset>, dataset_options.<dataset>.methods.<method>, "
+        "variants.<variant>, the study-wide iterations and device, the command line; the config as Snakemake "
+        "builds it: config.yaml, each --configfile over it in order, then --config"
+    )
     for line in settings_lines(config, sources, args.dataset, args.method, args.M):
         print(line)
 
@@ -214,27 +259,34 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics."""
     import torch
 
-    from gpstudy.training import progress
     from gpstudy.likelihoods import LIKELIHOODS
-    from gpstudy.runtime.flags import keep_freed_memory
     from gpstudy.metrics import TASK_METRICS
+    from gpstudy.runtime.flags import keep_freed_memory
     from gpstudy.study import check_settings, dataset_of, run_settings
-    from gpstudy.training import run_job
+    from gpstudy.training import progress, run_job
 
     keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
-    settings = run_settings(config, args.dataset, method=args.method, M=args.M, iterations=args.iterations,
-                            device=args.device)
+    settings = run_settings(
+        config, args.dataset, method=args.method, M=args.M, iterations=args.iterations, device=args.device
+    )
     check_settings(settings, dataset_of(config, args.dataset))
     splits = sorted(set(args.split))
     labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
     out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
     out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
     with progress.bars(progress.watched()):  # a bar on a terminal, none when the output goes to a file
-        results = run_job({s: ensure_split(config, args.dataset, s) for s in splits}, settings, out_dirs,
-                          out / "checkpoint.pt", labels, None, jobs_per_gpu=config["jobs_per_gpu"],
-                          gpu_lock_dir=config["gpu_lock_dir"])
+        results = run_job(
+            {s: ensure_split(config, args.dataset, s) for s in splits},
+            settings,
+            out_dirs,
+            out / "checkpoint.pt",
+            labels,
+            None,
+            jobs_per_gpu=config["jobs_per_gpu"],
+            gpu_lock_dir=config["gpu_lock_dir"],
+        )
     names = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
     for s, metrics in results.items():
         values = ", ".join(f"{name} {metrics[name]:.4g}" for name in names)

@@ -39,22 +39,27 @@ def _each(draw: Callable[[torch.Generator], Tensor], generators: Generators) -> 
 
 def randn(shape: tuple[int, ...], generators: Generators, like: Tensor) -> Tensor:
     """N(0, 1) draws ``[*batch, *shape]`` with ``like``'s dtype and device."""
+
     def draw(generator: torch.Generator) -> Tensor:
         return torch.randn(shape, generator=generator, device=generator.device, dtype=like.dtype)
+
     return _each(draw, generators).to(like.device)
 
 
 def rand(shape: tuple[int, ...], generators: Generators, like: Tensor) -> Tensor:
     """U(0, 1) draws ``[*batch, *shape]`` with ``like``'s dtype and device."""
+
     def draw(generator: torch.Generator) -> Tensor:
         return torch.rand(shape, generator=generator, device=generator.device, dtype=like.dtype)
+
     return _each(draw, generators).to(like.device)
 
 
 def randperm(n: int, generators: Generators, device: torch.device) -> Tensor:
     """Random permutations of ``range(n)``, ``[*batch, n]``, on ``device``."""
-    return _each(lambda generator: torch.randperm(n, generator=generator, device=generator.device),
-                 generators).to(device)
+    return _each(lambda generator: torch.randperm(n, generator=generator, device=generator.device), generators).to(
+        device
+    )
 
 
 def take_rows(values: Tensor, indices: Tensor) -> Tensor:

@@ -40,13 +40,21 @@ def error_rate(probabilities: Tensor, labels: Tensor) -> Tensor:
     return (predicted.long() != labels.long()).to(probabilities.dtype).mean(-1)
 
 
-def task_metrics(likelihood: Likelihood, mean: Tensor, var: Tensor, y: Tensor, y_std: Tensor | float,
-                 generators: draws.Generators | None = None) -> dict[str, Tensor]:
+def task_metrics(
+    likelihood: Likelihood,
+    mean: Tensor,
+    var: Tensor,
+    y: Tensor,
+    y_std: Tensor | float,
+    generators: draws.Generators | None = None,
+) -> dict[str, Tensor]:
     """The task's ``TASK_METRICS`` ``[*batch]`` from the latent predictive N(mean, var) at the test inputs:
     regression RMSE and average log density in original units; classification the error rate and the
     average log predictive density of the labels ``y``."""
     if likelihood.task == "regression":
         mean_y, var_y = likelihood.predictive(mean, var)
         return {"rmse": rmse(mean_y, y, y_std), "test_ll": average_log_likelihood(mean_y, var_y, y, y_std)}
-    return {"error_rate": error_rate(likelihood.predictive(mean, var, generators), y),
-            "test_ll": likelihood.log_predictive_density(y, mean, var, generators).mean(-1)}
+    return {
+        "error_rate": error_rate(likelihood.predictive(mean, var, generators), y),
+        "test_ll": likelihood.log_predictive_density(y, mean, var, generators).mean(-1),
+    }

@@ -28,8 +28,8 @@ from gpstudy.data.prepare import checked_raw_folder
 from gpstudy.data.split import moments
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import Method
-from gpstudy.training.progress import bars, watched
 from gpstudy.study import DEFAULT_CONFIG, RunSettings, check_settings, data_plan, dataset_of, load_config, run_settings
+from gpstudy.training.progress import bars, watched
 from gpstudy.training.run import build_batch, plot_predictions
 
 ARRAYS = Dataset("arrays", read=None, task="regression")  # what fit's x and y are when no `dataset` names them
@@ -60,11 +60,23 @@ class Fitted:
         list), in the data's units: one row per point with its inputs (``x``, or ``x0``, ``x1``, ...), the
         mean, the latent function's variance ``var_f`` and the observations' ``var_y`` (noise included)."""
         x = _inputs(x, "x", self.split.x_train.shape[1])
-        return plot_predictions(self.method, [replace(self.split, x_plot=(x - self.split.x_mean) / self.split.x_std)])[0]
+        return plot_predictions(self.method, [replace(self.split, x_plot=(x - self.split.x_mean) / self.split.x_std)])[
+            0
+        ]
 
 
-def fit(x: Any, y: Any, method: str, M: int, *, dataset: str | None = None, configfiles: Sequence[str | Path] = (),
-        seed: int | None = None, progress: bool = True, **settings: Any) -> Fitted:
+def fit(
+    x: Any,
+    y: Any,
+    method: str,
+    M: int,
+    *,
+    dataset: str | None = None,
+    configfiles: Sequence[str | Path] = (),
+    seed: int | None = None,
+    progress: bool = True,
+    **settings: Any,
+) -> Fitted:
     """Train ``method`` with ``M`` inducing or measurement points on ``x`` ``[N, D]`` (or ``[N]``: one input)
     and ``y`` ``[N]`` (numpy, torch or lists), a regression, with the study's settings.
 
@@ -94,16 +106,26 @@ def fit(x: Any, y: Any, method: str, M: int, *, dataset: str | None = None, conf
     config = load_config(DEFAULT_CONFIG, *configfiles, overrides=None if seed is None else {"seed": seed})
     resolved = run_settings(config, dataset, method=method, M=M, **settings)
     if LIKELIHOODS[resolved.likelihood].task != "regression":
-        raise ValueError(f"fit trains regressions; likelihood {resolved.likelihood!r} is for classification "
-                         "(train it through the pipeline: gpstudy train)")
+        raise ValueError(
+            f"fit trains regressions; likelihood {resolved.likelihood!r} is for classification "
+            "(train it through the pipeline: gpstudy train)"
+        )
     check_settings(resolved, ARRAYS if dataset is None else dataset_of(config, dataset))
     split = _training_split(x, y)
     problem, trained, _ = build_batch({0: split}, resolved)
     with _progress_shown(progress), bars(progress and watched()):
-        curve, seconds = training.fit(trained, problem.x_train, problem.y_train, iterations=resolved.iterations,
-                                      batch_size=resolved.batch_size, lr=resolved.lr, generators=problem.generators,
-                                      evaluate=dict, eval_every=resolved.eval_every,  # dict(): no test set, no metrics
-                                      torch_compile=resolved.torch_compile)
+        curve, seconds = training.fit(
+            trained,
+            problem.x_train,
+            problem.y_train,
+            iterations=resolved.iterations,
+            batch_size=resolved.batch_size,
+            lr=resolved.lr,
+            generators=problem.generators,
+            evaluate=dict,
+            eval_every=resolved.eval_every,  # dict(): no test set, no metrics
+            torch_compile=resolved.torch_compile,
+        )
     return Fitted(trained, resolved, split, curve, seconds)
 
 
@@ -151,13 +173,29 @@ def _training_split(x: Any, y: Any) -> Split:
     y = y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
     if y.shape != (len(x),):
         raise ValueError(f"y has shape {list(y.shape)}; expected [{len(x)}] (one target per row of x)")
-    raw = Split(x, y, x[:0], y[:0], np.zeros(x.shape[1]), np.ones(x.shape[1]), 0.0, 1.0,
-                info={"dataset": "arrays", "n_train": len(x), "n_test": 0})
+    raw = Split(
+        x,
+        y,
+        x[:0],
+        y[:0],
+        np.zeros(x.shape[1]),
+        np.ones(x.shape[1]),
+        0.0,
+        1.0,
+        info={"dataset": "arrays", "n_train": len(x), "n_test": 0},
+    )
     if problem := non_finite(raw):
         raise DataError(f"fit's x and y: {problem.replace('_train', '')}")
     (x_mean, x_std), (y_mean, y_std) = moments(x), moments(y)
-    return replace(raw, x_train=(x - x_mean) / x_std, y_train=(y - y_mean) / y_std, x_mean=x_mean, x_std=x_std,
-                   y_mean=float(y_mean), y_std=float(y_std))  # finite: moments neither overflows nor returns std 0
+    return replace(
+        raw,
+        x_train=(x - x_mean) / x_std,
+        y_train=(y - y_mean) / y_std,
+        x_mean=x_mean,
+        x_std=x_std,
+        y_mean=float(y_mean),
+        y_std=float(y_std),
+    )  # finite: moments neither overflows nor returns std 0
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """The papers' numbers as tidy tables: the GPNet paper's UCI regression (Tables 3 and 4), its airline
-delay regression (Table 1), every data set of its tables in its order with its sizes, the PBP baseline, single classification numbers (the AutoGP paper's MNIST),
+delay regression (Table 1), every data set of its tables in its order with its sizes, the PBP baseline, single
+classification numbers (the AutoGP paper's MNIST),
 and the rows of other papers' methods that a table quotes (the rest of Table 2).
 
 The numbers live in the package file ``paper_results.yaml``, whose header names their sources.
@@ -82,10 +83,16 @@ def paper_table(metric: str) -> pd.DataFrame:
         for (method, m), (mean, se) in zip(paper_columns(), cells, strict=True)
     ]
     airline = airline_table()
-    rows += list(airline.loc[airline["metric"] == metric, ["dataset", "method", "M", "mean", "se"]]
-                 .itertuples(index=False, name=None))
-    rows += [(cell["dataset"], cell["method"], cell["M"], cell["value"], float("nan"))
-             for cell in classification_numbers() if cell["metric"] == metric]
+    rows += list(
+        airline.loc[airline["metric"] == metric, ["dataset", "method", "M", "mean", "se"]].itertuples(
+            index=False, name=None
+        )
+    )
+    rows += [
+        (cell["dataset"], cell["method"], cell["M"], cell["value"], float("nan"))
+        for cell in classification_numbers()
+        if cell["metric"] == metric
+    ]
     return pd.DataFrame(rows, columns=["dataset", "method", "M", "mean", "se"])
 
 
@@ -97,9 +104,11 @@ def airline_table() -> pd.DataFrame:
         Columns dataset (``"airline"``), method, M, metric, mean, se (NaN: the paper prints none).
     """
     table = _results()["airline"]
-    rows = [("airline", method, m, metric, value, float("nan"))
-            for metric in METRICS
-            for (method, m), value in zip(table["columns"], table[metric], strict=True)]
+    rows = [
+        ("airline", method, m, metric, value, float("nan"))
+        for metric in METRICS
+        for (method, m), value in zip(table["columns"], table[metric], strict=True)
+    ]
     return pd.DataFrame(rows, columns=["dataset", "method", "M", "metric", "mean", "se"])
 
 
@@ -123,9 +132,12 @@ def quoted_rows(name: str, metric: str) -> pd.DataFrame:
         Columns dataset, method (the paper's row name), value.
     """
     table = quoted_tables()[name]
-    rows = [(dataset, row["method"], float("nan") if value is None else value)
-            for row in table["rows"] for dataset, value in zip(table["datasets"], row["values"], strict=True)
-            if table["metric"] == metric]
+    rows = [
+        (dataset, row["method"], float("nan") if value is None else value)
+        for row in table["rows"]
+        for dataset, value in zip(table["datasets"], row["values"], strict=True)
+        if table["metric"] == metric
+    ]
     return pd.DataFrame(rows, columns=["dataset", "method", "value"])
 
 

@@ -10,5 +10,10 @@ start_job(snakemake.log[0])
 manifest = Path(snakemake.output[0])
 # the data set and the mirror from the config, not params: where the checksummed files are found (the mirror, a
 # file's URLs) reruns nothing; what they are (path, sha256) is in params (data_stage_params), resolved alike
-fetch_dataset(dataset_of(snakemake.config, snakemake.wildcards.dataset), snakemake.wildcards.protocol, manifest.parent,
-              manifest, mirror=snakemake.config["mirror"])
+fetch_dataset(
+    dataset_of(snakemake.config, snakemake.wildcards.dataset),
+    snakemake.wildcards.protocol,
+    manifest.parent,
+    manifest,
+    mirror=snakemake.config["mirror"],
+)

@@ -7,8 +7,8 @@ import torch
 
 from gpstudy.data import load_split
 from gpstudy.io import write_json
-from gpstudy.runtime.job import start_job
 from gpstudy.runtime.flags import keep_freed_memory
+from gpstudy.runtime.job import start_job
 from gpstudy.study import RunSettings
 from gpstudy.training import pretrain_splits
 

@@ -3,11 +3,16 @@ method, PBP beside, of one experiment."""
 
 from pathlib import Path
 
-from gpstudy.runtime.job import start_job
 from gpstudy.report.plots import violins
 from gpstudy.report.results import read_runs
+from gpstudy.runtime.job import start_job
 
 start_job(snakemake.log[0])
 runs = read_runs(snakemake.input[0])
-violins(runs, snakemake.wildcards.experiment, Path(snakemake.output.png), Path(snakemake.output.pdf),
-        snakemake.params.labels)
+violins(
+    runs,
+    snakemake.wildcards.experiment,
+    Path(snakemake.output.png),
+    Path(snakemake.output.pdf),
+    snakemake.params.labels,
+)

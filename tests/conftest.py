@@ -36,15 +36,20 @@ def enumerated_options(name: str) -> list[dict]:
 
 KERNELS_WITH_FEATURES = {  # every kernel with a random-feature map: test id -> (registry name, options)
     name + "".join(str(value) for value in options.values()): (name, options)
-    for name in KERNELS for options in enumerated_options(name) if feature_map_problem(name, options) is None
+    for name in KERNELS
+    for options in enumerated_options(name)
+    if feature_map_problem(name, options) is None
 }
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test taking ``kernel_with_features`` runs for each kernel with a feature map: (name, options)."""
     if "kernel_with_features" in metafunc.fixturenames:
-        metafunc.parametrize("kernel_with_features", list(KERNELS_WITH_FEATURES.values()),
-                             ids=list(KERNELS_WITH_FEATURES))
+        metafunc.parametrize(
+            "kernel_with_features", list(KERNELS_WITH_FEATURES.values()), ids=list(KERNELS_WITH_FEATURES)
+        )
+
+
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
@@ -57,8 +62,10 @@ def study_config() -> dict:
 @pytest.fixture(scope="session")
 def settings_for(study_config):
     """``settings_for(method, M, **changes)``: a run's settings, config.yaml's defaults then ``changes``."""
+
     def make(method: str, M: int, **changes) -> RunSettings:
         return run_settings(study_config, None, method=method, M=M, **changes)
+
     return make
 
 
@@ -66,8 +73,10 @@ def settings_for(study_config):
 def method_config(settings_for):
     """``method_config(method, M, n_train, **changes)``: a method's config from config.yaml's defaults
     and ``changes`` (a ``box`` is taken as given, in standardized units)."""
+
     def make(method: str, M: int, n_train: int, **changes) -> MethodConfig:
         return MethodConfig(M=M, n_train=n_train, options=settings_for(method, M, **changes).options)
+
     return make
 
 
@@ -115,19 +124,37 @@ def installed_wheel(tmp_path_factory, outside_env) -> Path:
         pytest.skip("building the wheel offline needs setuptools in this environment (pip install 'setuptools>=77')")
     root = tmp_path_factory.mktemp("wheel")  # a system temporary folder: outside the checkout
     source, wheels, venv = root / "source", root / "wheels", root / "venv"
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for name in filter(None, set(listed.split("\0"))):  # a copy: the build's build/ stays out of the checkout
         if (REPO / name).is_file() or (REPO / name).is_symlink():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, source / name, follow_symlinks=False)  # gpstudy/config.yaml: a link
     run = functools.partial(subprocess.run, cwd=root, env=outside_env, check=True)  # `python -c` and `-m` look in
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
-         "-w", str(wheels), str(source)])  # their working directory first: not the checkout
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--quiet",
+            "-w",
+            str(wheels),
+            str(source),
+        ]
+    )  # their working directory first: not the checkout
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
-    own = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True,
-              text=True).stdout.strip()
+    own = run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
+    ).stdout.strip()
     Path(own, "dependencies.pth").write_text("".join(f"{folder}\n" for folder in site.getsitepackages()))
     hidden = run([python, "-c", "import gpstudy"], capture_output=True, text=True, check=False)
     assert hidden.returncode != 0 and "No module named 'gpstudy'" in hidden.stderr, hidden.stderr
@@ -187,11 +214,13 @@ class TableText(html.parser.HTMLParser):
 @pytest.fixture
 def html_table():
     """``html_table(path)``: the caption and the rows of cells of the table of the HTML page at ``path``."""
+
     def read(path: Path) -> tuple[str, list[list[str]]]:
         parser = TableText()
         parser.feed(Path(path).read_text(encoding="utf-8"))
         parser.close()
         return parser.caption, parser.rows
+
     return read
 
 
@@ -200,8 +229,10 @@ def recorded_signals() -> list[int]:
     """The signals a test's own SIGTERM and SIGUSR1 handlers receive: a test of ``gpstudy.training.stopping`` that
     raises them in the test run's process, were they not caught, finds them here instead of killing the run."""
     received = []
-    before = {number: signal.signal(number, lambda number, frame: received.append(number))
-              for number in (signal.SIGTERM, signal.SIGUSR1)}
+    before = {
+        number: signal.signal(number, lambda number, frame: received.append(number))
+        for number in (signal.SIGTERM, signal.SIGUSR1)
+    }
     yield received
     for number, handler in before.items():
         signal.signal(number, handler)
@@ -225,6 +256,7 @@ def pretraining_steps(monkeypatch):
 
         monkeypatch.setattr(gpstudy.training.pretrain, "optimizer_step", step)
         return steps
+
     return count
 
 

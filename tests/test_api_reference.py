@@ -52,8 +52,10 @@ def references(module: pdoc.doc.Module) -> list[tuple[pdoc.doc.Doc, str, str]]:
         if isinstance(doc, (pdoc.doc.Module, pdoc.doc.Class)):
             docs.extend(member for member in doc.own_members if member.taken_from[0] == module.modulename)
         namespace = doc.qualname if isinstance(doc, pdoc.doc.Class) else doc.qualname.rpartition(".")[0]
-        found += [(doc, "" if isinstance(doc, pdoc.doc.Module) else namespace, target)
-                  for target in ROLE.findall(own_docstring(doc))]
+        found += [
+            (doc, "" if isinstance(doc, pdoc.doc.Module) else namespace, target)
+            for target in ROLE.findall(own_docstring(doc))
+        ]
     return found
 
 
@@ -63,7 +65,10 @@ def test_every_cross_reference_names_something(modules):
     for module in modules.values():
         for doc, namespace, target in references(module):
             name = target.removesuffix("()")
-            if not (any(module.get(qualname) for qualname in qualname_candidates(name, namespace))
-                    or name in modules or pydoc.locate(name) is not None):
+            if not (
+                any(module.get(qualname) for qualname in qualname_candidates(name, namespace))
+                or name in modules
+                or pydoc.locate(name) is not None
+            ):
                 unresolved.append(f"{doc.fullname}: {target}")
     assert len(modules) > 50 and unresolved == []

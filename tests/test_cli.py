@@ -29,8 +29,15 @@ def test_datasets_prints_the_sha256_recorded_for_files_without_a_trusted_one(tmp
     assert "  2008.csv.bz2: no trusted sha256, none recorded yet" in capsys.readouterr().out
     manifest = tmp_path / "data/raw/airline/files_random.json"
     manifest.parent.mkdir(parents=True)
-    manifest.write_text(json.dumps({"dataset": "airline", "protocol": "random",
-                                    "sha256": {"2008.csv.bz2": "ab" * 32, "plane-data.csv": "cd" * 32}}))
+    manifest.write_text(
+        json.dumps(
+            {
+                "dataset": "airline",
+                "protocol": "random",
+                "sha256": {"2008.csv.bz2": "ab" * 32, "plane-data.csv": "cd" * 32},
+            }
+        )
+    )
     main(["datasets"])
     lines = capsys.readouterr().out.splitlines()
     line = next(line for line in lines if line.startswith("  2008.csv.bz2:"))
@@ -42,8 +49,23 @@ def test_datasets_prints_the_sha256_recorded_for_files_without_a_trusted_one(tmp
 
 def test_train_one_run(tmp_path, monkeypatch, shared_data, capsys):
     monkeypatch.chdir(tmp_path)
-    main(["train", "--configfile", str(REPO / "configs/quick.yaml"), "--dataset", "snelson", "--method", "gpnet",
-          "--M", "5", "--iterations", "30", "--mirror", str(shared_data)])
+    main(
+        [
+            "train",
+            "--configfile",
+            str(REPO / "configs/quick.yaml"),
+            "--dataset",
+            "snelson",
+            "--method",
+            "gpnet",
+            "--M",
+            "5",
+            "--iterations",
+            "30",
+            "--mirror",
+            str(shared_data),
+        ]
+    )
     run = tmp_path / "results/cli/snelson/gpnet/M5/split0"
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["status"] == "ok" and metrics["iterations"] == 30 and metrics["device"] == "cpu"
@@ -55,8 +77,26 @@ def test_train_one_run(tmp_path, monkeypatch, shared_data, capsys):
 
 def test_train_several_splits_as_one_batch(tmp_path, monkeypatch, shared_data, capsys):
     monkeypatch.chdir(tmp_path)
-    main(["train", "--configfile", str(REPO / "configs/quick.yaml"), "--dataset", "boston", "--method", "svgp",
-          "--M", "10", "--iterations", "20", "--split", "0", "1", "--mirror", str(shared_data)])
+    main(
+        [
+            "train",
+            "--configfile",
+            str(REPO / "configs/quick.yaml"),
+            "--dataset",
+            "boston",
+            "--method",
+            "svgp",
+            "--M",
+            "10",
+            "--iterations",
+            "20",
+            "--split",
+            "0",
+            "1",
+            "--mirror",
+            str(shared_data),
+        ]
+    )
     out = tmp_path / "results/cli/boston/svgp/M10/split0-1"
     metrics = [json.loads((out / f"split{s}/metrics.json").read_text()) for s in (0, 1)]
     assert [m["split"] for m in metrics] == [0, 1] and all(m["status"] == "ok" for m in metrics)
@@ -69,13 +109,19 @@ COMMANDS = {"settings": ["--method", "svgp", "--M", "5"], "prepare": [], "train"
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("words, message", [
-    (["--configfile", "nowhere.yaml"], "config file nowhere.yaml: no such file in .*; --configfile takes YAML files"),
-    (["--configfile", "list.yaml"], "config file list.yaml: a list, not a mapping of keys to values"),
-    (["--configfile", "broken.yaml"], "config file broken.yaml: not YAML: while parsing a flow sequence"),
-    (["--config", "configs/quick.yaml"], "--config: .* name=value pairs.*; a config file goes after --configfile"),
-    (["--config", "iterations=many"], r"invalid configuration: config key \$\.iterations: 'many' is not of type"),
-])
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        (
+            ["--configfile", "nowhere.yaml"],
+            "config file nowhere.yaml: no such file in .*; --configfile takes YAML files",
+        ),
+        (["--configfile", "list.yaml"], "config file list.yaml: a list, not a mapping of keys to values"),
+        (["--configfile", "broken.yaml"], "config file broken.yaml: not YAML: while parsing a flow sequence"),
+        (["--config", "configs/quick.yaml"], "--config: .* name=value pairs.*; a config file goes after --configfile"),
+        (["--config", "iterations=many"], r"invalid configuration: config key \$\.iterations: 'many' is not of type"),
+    ],
+)
 def test_a_missing_or_bad_config_is_one_line_naming_it(tmp_path, monkeypatch, command, words, message):
     """Issue 36: every command that reads the config ends a bad one with one line (no traceback) naming it."""
     monkeypatch.chdir(tmp_path)
@@ -106,8 +152,16 @@ def test_version_is_the_package_version(capsys):
 def test_help_and_version_do_not_import_torch(words):
     """Issue 36: ``gpstudy --help`` starts in a fraction of a second: torch (about 4 s) is imported by the
     commands that use it, not by the command line's module."""
-    code = ("import sys\nfrom gpstudy.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "print('imported:', sorted(name for name in ('torch', 'pandas', 'snakemake') if name in sys.modules))")
-    run = subprocess.run([sys.executable, "-c", code, *words], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    code = (
+        "import sys\nfrom gpstudy.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('imported:', sorted(name for name in ('torch', 'pandas', 'snakemake') if name in sys.modules))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, *words],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
     assert run.stdout.splitlines()[-1] == "imported: []", run.stdout

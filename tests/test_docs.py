@@ -22,7 +22,9 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 PAGES = sorted((REPO / "docs").glob("*.md"))
 TEXTS = [REPO / "README.md", *PAGES]
 SKIPPED = {  # a command's distinctive words -> why it is not dry-run here
-    "--workflow-profile profiles/slurm": "needs a SLURM cluster (tests/cluster/check_slurm_profile.py checks it on one)",
+    "--workflow-profile profiles/slurm": (
+        "needs a SLURM cluster (tests/cluster/check_slurm_profile.py checks it on one)"
+    ),
     "--report": "reports on a finished run (tests/test_workflow.py renders the quick study's report)",
     "--lint": "tests/test_workflow.py::test_lint_is_clean runs it",
 }
@@ -57,8 +59,11 @@ def snakemake_commands(text: str, inline: bool = False) -> list[str]:
 def all_commands() -> list[tuple[str, str]]:
     """(page, command) for every snakemake command line of the README's and the docs' code blocks, and
     of the README's backticks (its tour's next steps)."""
-    return [(path.relative_to(REPO).as_posix(), command) for path in TEXTS
-            for command in snakemake_commands(path.read_text(), inline=path.name == "README.md")]
+    return [
+        (path.relative_to(REPO).as_posix(), command)
+        for path in TEXTS
+        for command in snakemake_commands(path.read_text(), inline=path.name == "README.md")
+    ]
 
 
 def skip_reason(command: str) -> str | None:
@@ -76,15 +81,19 @@ def test_every_docs_page_is_linked_from_the_readme():
 
 
 def test_every_relative_link_resolves():
-    broken = [(path.name, link) for path in TEXTS for link in links(path.read_text())
-              if not re.match(r"[a-z]+:", link) and not link.startswith("#")
-              and not (path.parent / link.split("#")[0]).exists()]
+    broken = [
+        (path.name, link)
+        for path in TEXTS
+        for link in links(path.read_text())
+        if not re.match(r"[a-z]+:", link)
+        and not link.startswith("#")
+        and not (path.parent / link.split("#")[0]).exists()
+    ]
     assert broken == []
 
 
 def test_every_configfile_named_exists():
-    named = [(page, word) for page, command in all_commands()
-             for word in re.findall(r"--configfile (\S+)", command)]
+    named = [(page, word) for page, command in all_commands() for word in re.findall(r"--configfile (\S+)", command)]
     named += [(path.name, word) for path in TEXTS for word in re.findall(r"--configfile (\S+?)[`\s]", path.read_text())]
     assert named
     missing = [(page, word) for page, word in named if word != "mydata.yaml" and not (REPO / word).is_file()]
@@ -105,8 +114,11 @@ def test_every_config_key_written_as_key_value_is_in_the_schema():
     """`key: value` (or `a.b.key: value`) in backticks: its last name is a property of the schema, the
     method fragments included. Only the name is checked, not where it may go nor its value."""
     known = schema_keys(load_schema())
-    written = {(path.name, match) for path in TEXTS
-               for match in re.findall(r"`([a-z_][a-z0-9_]*(?:\.[a-z0-9_<>]+)*): [^`]+`", path.read_text())}
+    written = {
+        (path.name, match)
+        for path in TEXTS
+        for match in re.findall(r"`([a-z_][a-z0-9_]*(?:\.[a-z0-9_<>]+)*): [^`]+`", path.read_text())
+    }
     assert len(written) > 10
     names = {(page, [name for name in key.split(".") if not name.startswith("<")][-1]) for page, key in written}
     unknown = [(page, name) for page, name in names if name not in known and name not in NOT_CONFIG]
@@ -142,6 +154,5 @@ def test_the_snakemake_commands_of_the_docs_dry_run_as_typed(clone, page, comman
         pytest.skip(reason)
     words = [PLACEHOLDERS.get(word, word) for word in shlex.split(command)]
     words = [re.sub(r"^mirror=(.*)$", lambda m: f"mirror={PLACEHOLDERS.get(m[1], m[1])}", w) for w in words]
-    run = subprocess.run([SNAKEMAKE, "-n", *words[1:]], cwd=clone,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run([SNAKEMAKE, "-n", *words[1:]], cwd=clone, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"{page}: {command}\n{run.stdout[-3000:]}{run.stderr[-3000:]}"

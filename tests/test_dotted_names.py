@@ -8,8 +8,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = re.compile(r"(?<![\w./-])gpstudy(?:\.[A-Za-z_]\w*)+")  # gpstudy.x.y, not a path or a file's suffix
-SCANNED = ("README.md", "docs/", "gpstudy/", "scripts/", "benchmarks/", "rules/", "Snakefile", "config.yaml",
-           "configs/")  # the tests make up names of their own
+SCANNED = (
+    "README.md",
+    "docs/",
+    "gpstudy/",
+    "scripts/",
+    "benchmarks/",
+    "rules/",
+    "Snakefile",
+    "config.yaml",
+    "configs/",
+)  # the tests make up names of their own
 
 
 def resolves(name: str) -> bool:
@@ -30,22 +39,35 @@ def resolves(name: str) -> bool:
 
 def stale_names(text: str, where: str) -> list[str]:
     """``where:line name`` for each dotted gpstudy name in ``text`` that does not resolve."""
-    return [f"{where}:{number} {name}" for number, line in enumerate(text.splitlines(), 1)
-            for name in NAME.findall(line) if not resolves(name)]
+    return [
+        f"{where}:{number} {name}"
+        for number, line in enumerate(text.splitlines(), 1)
+        for name in NAME.findall(line)
+        if not resolves(name)
+    ]
 
 
 def scanned_files() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *SCANNED], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *SCANNED],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return [REPO / name for name in listed if name.endswith((".md", ".py", ".smk", ".yaml")) or name == "Snakefile"]
 
 
 def test_a_stale_name_is_found_and_a_live_one_is_not():
-    text = ("the factor (``gpstudy.blocked.cholesky_ex``), see gpstudy.linalg.blocked.cholesky_ex\n"
-            "and gpstudy.runtime.host_sync.deliberate; a path gpstudy/blocked.py is no name\n"
-            "gpstudy.linalg.no_such_function")
-    assert stale_names(text, "page.md") == ["page.md:1 gpstudy.blocked.cholesky_ex",
-                                            "page.md:3 gpstudy.linalg.no_such_function"]
+    text = (
+        "the factor (``gpstudy.blocked.cholesky_ex``), see gpstudy.linalg.blocked.cholesky_ex\n"
+        "and gpstudy.runtime.host_sync.deliberate; a path gpstudy/blocked.py is no name\n"
+        "gpstudy.linalg.no_such_function"
+    )
+    assert stale_names(text, "page.md") == [
+        "page.md:1 gpstudy.blocked.cholesky_ex",
+        "page.md:3 gpstudy.linalg.no_such_function",
+    ]
 
 
 def test_the_scan_reads_the_docs_and_the_package():
@@ -54,6 +76,7 @@ def test_the_scan_reads_the_docs_and_the_package():
 
 
 def test_every_dotted_name_in_the_docs_and_docstrings_resolves():
-    stale = [entry for path in scanned_files()
-             for entry in stale_names(path.read_text(), path.relative_to(REPO).as_posix())]
+    stale = [
+        entry for path in scanned_files() for entry in stale_names(path.read_text(), path.relative_to(REPO).as_posix())
+    ]
     assert stale == []

@@ -26,7 +26,9 @@ def requirement(text: str) -> tuple[str, str]:
 
 def pyproject_side(*extras: str) -> dict[str, str]:
     project = PYPROJECT["project"]
-    return dict(map(requirement, project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]))
+    return dict(
+        map(requirement, project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]])
+    )
 
 
 def conda_file(name: str) -> dict:
@@ -39,11 +41,14 @@ def conda_side(name: str) -> dict[str, str]:
     return {key: spec for key, spec in packages.items() if key not in ("python", "pip")}
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("environment.yml", lambda: pyproject_side("slurm")),
-    ("envs/test.yml", lambda: {k: v for k, v in pyproject_side("test").items() if k not in pyproject_side()}),
-    (JOB_ENVIRONMENT, lambda: {k: v for k, v in pyproject_side().items() if k not in PLANNER_ONLY}),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("environment.yml", lambda: pyproject_side("slurm")),
+        ("envs/test.yml", lambda: {k: v for k, v in pyproject_side("test").items() if k not in pyproject_side()}),
+        (JOB_ENVIRONMENT, lambda: {k: v for k, v in pyproject_side().items() if k not in PLANNER_ONLY}),
+    ],
+)
 def test_each_environment_has_pyprojects_packages_and_floors(name, expected):
     assert conda_side(name) == expected()
 
@@ -66,8 +71,9 @@ def test_the_python_floor_is_pyprojects():
 def test_every_rule_runs_in_the_job_environment_which_names_no_path():
     """Snakemake copies a rule's environment file into .snakemake/conda/: a relative path in it
     (``pip: [-e .]``) would point nowhere. The job environment has no pip section at all."""
-    directives = re.findall(r"^\s+conda:\s*\n\s+(.+)$", "".join(p.read_text() for p in (REPO / "rules").glob("*.smk")),
-                            flags=re.MULTILINE)
+    directives = re.findall(
+        r"^\s+conda:\s*\n\s+(.+)$", "".join(p.read_text() for p in (REPO / "rules").glob("*.smk")), flags=re.MULTILINE
+    )
     assert len(directives) >= 10 and set(directives) == {f'"../{JOB_ENVIRONMENT}"'}
     dependencies = conda_file(JOB_ENVIRONMENT)["dependencies"]
     assert all(isinstance(d, str) and requirement(d)[0] != "pip" for d in dependencies)

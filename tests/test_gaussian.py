@@ -1,17 +1,7 @@
 """Gaussian maths against torch.distributions and brute-force formulas with explicit inverses."""
 
-
 import pytest
 import torch
-from matrices import (
-    DTYPE,
-    FACTORIZATION_CASES,
-    assert_close_to_scale,
-    old_inverse,
-    random_spd,
-    random_spd_of,
-    spd_of_condition,
-)
 from torch.distributions import MultivariateNormal
 from torch.distributions import kl_divergence as torch_kl
 
@@ -27,13 +17,24 @@ from gpstudy.gaussian import (
 )
 from gpstudy.linalg import HALVES_FROM
 
+from matrices import (
+    DTYPE,
+    FACTORIZATION_CASES,
+    assert_close_to_scale,
+    old_inverse,
+    random_spd,
+    random_spd_of,
+    spd_of_condition,
+)
+
 
 def test_kl_to_standard_normal_matches_torch(generator):
     mean = torch.randn(3, 5, generator=generator, dtype=DTYPE)
     chol = torch.linalg.cholesky(random_spd(generator, 3, 5, 5))
     standard = MultivariateNormal(torch.zeros(5, dtype=DTYPE), torch.eye(5, dtype=DTYPE))
-    torch.testing.assert_close(gaussian.kl_to_standard_normal(mean, chol),
-                               torch_kl(MultivariateNormal(mean, scale_tril=chol), standard))
+    torch.testing.assert_close(
+        gaussian.kl_to_standard_normal(mean, chol), torch_kl(MultivariateNormal(mean, scale_tril=chol), standard)
+    )
 
 
 def test_log_density_entropy_cross_entropy_kl_match_torch(generator):
@@ -108,6 +109,7 @@ def test_tempered_target_matches_brute_force_joint_conditioning(generator, beta)
     torch.testing.assert_close(mean, posterior_mean[n:])
     torch.testing.assert_close(cov, posterior_cov[n:, n:])
 
+
 GRADIENT_CASES = [(True, False), (True, True), (False, True), (False, False)]  # (cov_q, cov_p) need a gradient
 
 
@@ -163,8 +165,9 @@ def inverse_form(request, monkeypatch) -> str:
 
 @pytest.mark.parametrize(("size", "condition_number"), FACTORIZATION_CASES)
 @pytest.mark.parametrize(("grad_of_q", "grad_of_p"), GRADIENT_CASES[:3])
-def test_kl_of_covariances_equals_its_cholesky_inverse_form(generator, size, condition_number, grad_of_q, grad_of_p,
-                                                             inverse_form):
+def test_kl_of_covariances_equals_its_cholesky_inverse_form(
+    generator, size, condition_number, grad_of_q, grad_of_p, inverse_form
+):
     """The closed-form KL and its gradients equal those written with ``torch.cholesky_inverse`` (the old
     form), to 1e-10 of each result's scale, on random and near-singular covariances."""
     mean_q, mean_p = (torch.randn(2, size, generator=generator, dtype=DTYPE).requires_grad_(True) for _ in range(2))
@@ -180,13 +183,21 @@ def test_kl_of_covariances_equals_its_cholesky_inverse_form(generator, size, con
         precision_p = old_inverse(torch.linalg.cholesky(cov_p))
         difference = (mean_q - mean_p).unsqueeze(-1)
         alpha = precision_p @ difference
-        expected_kl = 0.5 * ((precision_p * cov_q).sum((-2, -1)) + (difference * alpha).sum((-2, -1)) - size
-                             + torch.logdet(cov_p) - torch.logdet(cov_q))
+        expected_kl = 0.5 * (
+            (precision_p * cov_q).sum((-2, -1))
+            + (difference * alpha).sum((-2, -1))
+            - size
+            + torch.logdet(cov_p)
+            - torch.logdet(cov_q)
+        )
         scale = 0.5 * weights[:, None, None]
         grad_mean = weights[:, None] * alpha.squeeze(-1)
-        expected = {id(mean_q): grad_mean, id(mean_p): -grad_mean,
-                    id(cov_q): scale * (precision_p - precision_q),
-                    id(cov_p): scale * (precision_p - precision_p @ cov_q @ precision_p - alpha @ alpha.mT)}
+        expected = {
+            id(mean_q): grad_mean,
+            id(mean_p): -grad_mean,
+            id(cov_q): scale * (precision_p - precision_q),
+            id(cov_p): scale * (precision_p - precision_p @ cov_q @ precision_p - alpha @ alpha.mT),
+        }
     assert_close_to_scale(kl, expected_kl)
     for tensor, got in zip(inputs, mine):
         assert_close_to_scale(got, expected[id(tensor)])
@@ -195,9 +206,11 @@ def test_kl_of_covariances_equals_its_cholesky_inverse_form(generator, size, con
 def tempered_prior_case(generator, size, condition_number):
     """K ``[2, 1, size, size]`` shared by 3 classes (GPNet's L_t broadcasts it), Sigma ``[2, 3, size, size]``
     and mu ``[2, 3, size]``, K and Sigma of the given condition number."""
-    return (spd_of_condition(generator, condition_number, 2, 1, size),
-            torch.randn(2, 3, size, generator=generator, dtype=DTYPE),
-            spd_of_condition(generator, condition_number, 2, 3, size))
+    return (
+        spd_of_condition(generator, condition_number, 2, 1, size),
+        torch.randn(2, 3, size, generator=generator, dtype=DTYPE),
+        spd_of_condition(generator, condition_number, 2, 3, size),
+    )
 
 
 @pytest.mark.parametrize(("size", "condition_number"), FACTORIZATION_CASES)

@@ -12,20 +12,31 @@ PACKAGE = Path(draws.__file__).resolve().parent
 
 def generator_uses(source: str) -> list[int]:
     """The lines of ``source`` that pass ``generator=`` to a call or build a ``torch.Generator``."""
-    return sorted(node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call) and (
-        any(keyword.arg == "generator" for keyword in node.keywords)
-        or (isinstance(node.func, ast.Attribute) and node.func.attr == "Generator")))
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and (
+            any(keyword.arg == "generator" for keyword in node.keywords)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == "Generator")
+        )
+    )
 
 
 def test_no_module_but_generators_hands_a_generator_to_torch():
-    found = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
-             if path.name != "generators.py" for line in generator_uses(path.read_text())]
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "generators.py"
+        for line in generator_uses(path.read_text())
+    ]
     assert found == [], "draw through gpstudy.generators instead: " + ", ".join(found)
 
 
 def test_the_check_sees_a_generator_handed_to_torch_or_built():
-    source = ("import torch\nw = torch.empty(3)\ntorch.nn.init.uniform_(w, generator=g)\n"
-              "g = torch.Generator(device='cuda')\n")
+    source = (
+        "import torch\nw = torch.empty(3)\ntorch.nn.init.uniform_(w, generator=g)\ng = torch.Generator(device='cuda')\n"
+    )
     assert generator_uses(source) == [3, 4]
 
 
@@ -41,8 +52,11 @@ def test_a_split_draws_the_same_numbers_in_any_batch():
     split: one batched draw, ``torch.randn((S, *shape), generator=g)``, takes every row from one stream, and
     split s's numbers would depend on its place in the batch and on the splits before it."""
     cpu, like = torch.device("cpu"), torch.empty(0, dtype=torch.float64)
-    for draw in (lambda g: draws.randn((3, 4), g, like), lambda g: draws.rand((5,), g, like),
-                 lambda g: draws.randperm(6, g, cpu)):
+    for draw in (
+        lambda g: draws.randn((3, 4), g, like),
+        lambda g: draws.rand((5,), g, like),
+        lambda g: draws.randperm(6, g, cpu),
+    ):
         alone = draw(draws.new_generators([8], cpu)[0])
         assert torch.equal(draw(draws.new_generators([7, 8, 9], cpu))[1], alone)
         assert torch.equal(draw(draws.new_generators([8, 7], cpu))[0], alone)

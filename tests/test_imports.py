@@ -45,8 +45,10 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets |= {f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
-                            for alias in node.names}
+                targets |= {
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                    for alias in node.names
+                }
         graph[name] = {target for target in targets if target in modules and target != name}
     return graph
 
@@ -61,7 +63,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
         path.append(node)
         for target in sorted(graph[node]):
             if state.get(target) == "open":
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state and (cycle := visit(target)):
                 return cycle
         state[node] = "done"
@@ -97,8 +99,12 @@ def layer_of(name: str) -> int:
 
 def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     """(module, target) for each import of a wing of the module's own layer or above, other than its own."""
-    return sorted((module, target) for module, targets in graph.items() for target in targets
-                  if wing(module) != wing(target) and layer_of(wing(target)) >= layer_of(wing(module)))
+    return sorted(
+        (module, target)
+        for module, targets in graph.items()
+        for target in targets
+        if wing(module) != wing(target) and layer_of(wing(target)) >= layer_of(wing(module))
+    )
 
 
 def test_every_wing_has_a_layer():
@@ -108,9 +114,11 @@ def test_every_wing_has_a_layer():
 
 def test_the_layer_check_finds_an_import_up_or_across():
     assert upward_imports({"gpstudy.linalg.factor": {"gpstudy.kernels.base", "gpstudy.numerics"}}) == [
-        ("gpstudy.linalg.factor", "gpstudy.kernels.base")]
-    assert upward_imports({"gpstudy.study.jobs": {"gpstudy.report.tables"}}) == [("gpstudy.study.jobs",
-                                                                                   "gpstudy.report.tables")]
+        ("gpstudy.linalg.factor", "gpstudy.kernels.base")
+    ]
+    assert upward_imports({"gpstudy.study.jobs": {"gpstudy.report.tables"}}) == [
+        ("gpstudy.study.jobs", "gpstudy.report.tables")
+    ]
     assert upward_imports({"gpstudy.runtime.job": {"gpstudy.io", "gpstudy.runtime.devices"}}) == []
 
 
@@ -135,11 +143,18 @@ def private_reaches(modules: dict[str, Path]) -> list[str]:
                     elif alias.name.startswith("_") and wing(node.module) != wing(name):
                         found.append(f"{path.name}:{node.lineno} {node.module}.{alias.name}")
             elif isinstance(node, ast.Import):
-                bound.update({alias.asname: alias.name for alias in node.names if alias.asname and alias.name in modules})
+                bound.update(
+                    {alias.asname: alias.name for alias in node.names if alias.asname and alias.name in modules}
+                )
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.startswith("_")
-                    and not node.attr.startswith("__") and node.value.id in bound
-                    and wing(bound[node.value.id]) != wing(name)):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.value.id in bound
+                and wing(bound[node.value.id]) != wing(name)
+            ):
                 found.append(f"{path.name}:{node.lineno} {bound[node.value.id]}.{node.attr}")
     return found
 
@@ -150,10 +165,13 @@ def test_the_private_check_finds_a_reach_into_another_wing(tmp_path):
     for file in ("__init__.py", "linalg/__init__.py", "linalg/products.py", "methods/__init__.py"):
         (tmp_path / "gpstudy" / file).write_text("")
     (tmp_path / "gpstudy" / "methods" / "svgp.py").write_text(
-        "from gpstudy.linalg import products\nfrom gpstudy.linalg.products import _into\nproducts._halves(1)\n")
+        "from gpstudy.linalg import products\nfrom gpstudy.linalg.products import _into\nproducts._halves(1)\n"
+    )
     (tmp_path / "gpstudy" / "linalg" / "factor.py").write_text("from gpstudy.linalg.products import _into\n")
     assert private_reaches(module_files(tmp_path / "gpstudy")) == [
-        "svgp.py:2 gpstudy.linalg.products._into", "svgp.py:3 gpstudy.linalg.products._halves"]
+        "svgp.py:2 gpstudy.linalg.products._into",
+        "svgp.py:3 gpstudy.linalg.products._halves",
+    ]
 
 
 def test_no_wing_reaches_into_another_wing_s_internals():

@@ -17,7 +17,10 @@ def test_rmse_in_original_units():
 
 def test_average_log_likelihood_matches_normal_density_in_original_units():
     generator = torch.Generator().manual_seed(0)
-    y, mean = torch.randn(50, generator=generator, dtype=torch.float64), torch.randn(50, generator=generator, dtype=torch.float64)
+    y, mean = (
+        torch.randn(50, generator=generator, dtype=torch.float64),
+        torch.randn(50, generator=generator, dtype=torch.float64),
+    )
     var = torch.rand(50, generator=generator, dtype=torch.float64) + 0.1
     y_mean, y_std = 4.0, 2.5
     original = torch.distributions.Normal(mean * y_std + y_mean, var.sqrt() * y_std)
@@ -37,8 +40,10 @@ def test_metrics_of_a_batch_are_each_splits_own():
 
 
 def test_error_rate_of_class_probabilities_per_split():
-    probabilities = torch.tensor([[[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.2, 0.5, 0.3]],
-                                  [[0.1, 0.1, 0.8], [0.4, 0.5, 0.1], [0.3, 0.3, 0.4]]], dtype=torch.float64)
+    probabilities = torch.tensor(
+        [[[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.2, 0.5, 0.3]], [[0.1, 0.1, 0.8], [0.4, 0.5, 0.1], [0.3, 0.3, 0.4]]],
+        dtype=torch.float64,
+    )
     labels = torch.tensor([[0, 2, 0], [1, 0, 2]])  # predicted [0, 2, 1] and [2, 1, 2]
     torch.testing.assert_close(error_rate(probabilities, labels), torch.tensor([1 / 3, 2 / 3], dtype=torch.float64))
     assert error_rate(probabilities[1], labels[1]) == 2 / 3
@@ -53,17 +58,23 @@ def test_error_rate_of_binary_probabilities_per_split():
 
 def test_metrics_follow_the_likelihoods_task():
     mean, var = torch.tensor([[0.0, 2.0]], dtype=torch.float64), torch.tensor([[0.5, 0.5]], dtype=torch.float64)
-    regression = task_metrics(GaussianLikelihood(0.5, batch_shape=(1,)), mean, var,
-                              torch.tensor([[1.0, 2.0]], dtype=torch.float64), torch.tensor([2.0], dtype=torch.float64))
-    expected_ll = (Normal(mean, 1.0).log_prob(torch.tensor([[1.0, 2.0]], dtype=torch.float64)).mean(-1) - math.log(2))
+    regression = task_metrics(
+        GaussianLikelihood(0.5, batch_shape=(1,)),
+        mean,
+        var,
+        torch.tensor([[1.0, 2.0]], dtype=torch.float64),
+        torch.tensor([2.0], dtype=torch.float64),
+    )
+    expected_ll = Normal(mean, 1.0).log_prob(torch.tensor([[1.0, 2.0]], dtype=torch.float64)).mean(-1) - math.log(2)
     torch.testing.assert_close(regression["rmse"], torch.tensor([2 * math.sqrt(0.5)], dtype=torch.float64))
     torch.testing.assert_close(regression["test_ll"], expected_ll)
     labels = torch.tensor([[1, 1]])
     logits = torch.tensor([[-1.0, 2.0]], dtype=torch.float64)  # class 0, then class 1
     classification = task_metrics(Bernoulli(), logits, var, labels, 1.0)
     assert set(classification) == {"error_rate", "test_ll"} and classification["error_rate"].item() == 0.5
-    torch.testing.assert_close(classification["test_ll"],
-                               Bernoulli().log_predictive_density(labels, logits, var).mean(-1))
+    torch.testing.assert_close(
+        classification["test_ll"], Bernoulli().log_predictive_density(labels, logits, var).mean(-1)
+    )
 
 
 def test_every_metric_is_named_once_and_is_some_tasks():

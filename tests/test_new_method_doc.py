@@ -18,8 +18,11 @@ from gpstudy.report.labels import display_names
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "new-method.md"
 NEW_FILES = {"gpstudy/methods/sod.py", "tests/methods/test_sod.py"}  # what the page has a reader write
-NAMES_IN = {"gpstudy/diagnostics/probes.py": ["PROBES"], "tests/methods/test_effective_m.py": ["points_used", "CAPPED"],
-            "tests/methods/test_numerics_matrix.py": ["FAILING_VARIANCE_WITH_NOISE"]}  # what the page says they hold
+NAMES_IN = {
+    "gpstudy/diagnostics/probes.py": ["PROBES"],
+    "tests/methods/test_effective_m.py": ["points_used", "CAPPED"],
+    "tests/methods/test_numerics_matrix.py": ["FAILING_VARIANCE_WITH_NOISE"],
+}  # what the page says they hold
 POINTS = [1.5, 4.5]  # where the page predicts: sin is near 1 and -1, a fit on the first 20 of 100 points misses 4.5
 TOLERANCE = 0.1  # |mean - sin(x)|: 0.05 and 0.02 with every 5th point (spread), 1.5 at 4.5 with the first 20
 
@@ -77,5 +80,9 @@ def test_the_files_and_names_the_page_points_to_exist():
     paths = set(re.findall(r"`((?:gpstudy|tests)/[\w/.]+\.(?:py|yaml)|config\.yaml)`", PAGE.read_text()))
     assert NEW_FILES <= paths and set(NAMES_IN) <= paths
     assert [path for path in paths - NEW_FILES if not (REPO / path).is_file()] == []
-    assert [(path, name) for path, names in NAMES_IN.items() for name in names
-            if not re.search(rf"\b{name}\b", (REPO / path).read_text())] == []
+    assert [
+        (path, name)
+        for path, names in NAMES_IN.items()
+        for name in names
+        if not re.search(rf"\b{name}\b", (REPO / path).read_text())
+    ] == []

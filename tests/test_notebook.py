@@ -24,8 +24,11 @@ def data() -> tuple[np.ndarray, np.ndarray]:
 def test_settings_are_the_configs_with_the_keywords_over_them(data):
     model = fit(*data, "svgp", M=5, lr=0.01, inducing_init="training_points", **QUICK)
     defaults = load_config(DEFAULT_CONFIG)
-    assert (model.settings.iterations, model.settings.lr, model.settings.batch_size) == (10, 0.01,
-                                                                                          defaults["training"]["batch_size"])
+    assert (model.settings.iterations, model.settings.lr, model.settings.batch_size) == (
+        10,
+        0.01,
+        defaults["training"]["batch_size"],
+    )
     assert model.settings.options["inducing_init"] == "training_points"
     assert model.settings.options["learn_inducing_inputs"] == defaults["methods"]["svgp"]["learn_inducing_inputs"]
     assert model.settings.seed == defaults["seed"] and len(model.curve) == 2  # evaluated at 5 and 10
@@ -60,25 +63,49 @@ def test_torch_inputs_and_a_seed(data):
     assert reseeded.settings.seed == 7 and not np.allclose(reseeded.predict(x[:3])["mean"], numpy_fit["mean"])
 
 
-@pytest.mark.parametrize("keywords, error, message", [
-    ({"beta": 1.0}, SettingsError, r"beta is neither a training setting nor an option of method 'svgp'; valid: .*"
-                                   r"batch_size, .*inducing_init, .*lr"),
-    ({"lr": None}, ValueError, "lr = None; give a value"),
-    ({"lr": -1.0}, SettingsError, r"lr: -1.0 is less than or equal to the minimum of 0"),
-    ({"likelihood": "bernoulli"}, ValueError, "fit trains regressions; likelihood 'bernoulli' is for classification"),
-])
+@pytest.mark.parametrize(
+    "keywords, error, message",
+    [
+        (
+            {"beta": 1.0},
+            SettingsError,
+            r"beta is neither a training setting nor an option of method 'svgp'; valid: .*"
+            r"batch_size, .*inducing_init, .*lr",
+        ),
+        ({"lr": None}, ValueError, "lr = None; give a value"),
+        ({"lr": -1.0}, SettingsError, r"lr: -1.0 is less than or equal to the minimum of 0"),
+        (
+            {"likelihood": "bernoulli"},
+            ValueError,
+            "fit trains regressions; likelihood 'bernoulli' is for classification",
+        ),
+    ],
+)
 def test_a_bad_keyword_is_named(data, keywords, error, message):
     with pytest.raises(error, match=message):
         fit(*data, "svgp", M=5, **keywords)
 
 
-@pytest.mark.parametrize("x, y, error, message", [
-    (np.zeros((5, 1)), np.zeros(4), ValueError, r"y has shape \[4\]; expected \[5\]"),
-    (np.zeros((2, 5, 1)), np.zeros(5), ValueError, r"x has shape \[2, 5, 1\]"),
-    (np.array([0.0, 1.0, np.inf, 3.0]), np.zeros(4), DataError, r"fit's x and y: 1 missing or infinite value\(s\) in "
-                                                                "x, the first in row 2, feature column 0"),
-    (np.arange(4.0), np.array([0, 1, 2, np.nan]), DataError, r"1 missing or infinite value\(s\) in y, the first in row 3"),
-])
+@pytest.mark.parametrize(
+    "x, y, error, message",
+    [
+        (np.zeros((5, 1)), np.zeros(4), ValueError, r"y has shape \[4\]; expected \[5\]"),
+        (np.zeros((2, 5, 1)), np.zeros(5), ValueError, r"x has shape \[2, 5, 1\]"),
+        (
+            np.array([0.0, 1.0, np.inf, 3.0]),
+            np.zeros(4),
+            DataError,
+            r"fit's x and y: 1 missing or infinite value\(s\) in "
+            "x, the first in row 2, feature column 0",
+        ),
+        (
+            np.arange(4.0),
+            np.array([0, 1, 2, np.nan]),
+            DataError,
+            r"1 missing or infinite value\(s\) in y, the first in row 3",
+        ),
+    ],
+)
 def test_bad_data_is_named(x, y, error, message):
     with pytest.raises(error, match=message):
         fit(x, y, "svgp", M=2, **QUICK)
@@ -89,8 +116,10 @@ def test_progress_is_shown_and_logging_left_as_it_was(data, capsys):
     before = (logger.level, logger.propagate, list(logger.handlers))
     fit(*data, "svgp", M=5, **{**QUICK, "progress": True})
     lines = capsys.readouterr().err.splitlines()  # not a terminal: lines, no bar
-    assert [line.split(",")[0] for line in lines[:2]] == ["training: iteration 5 of 10 (50%)",
-                                                          "training: iteration 10 of 10 (100%)"]
+    assert [line.split(",")[0] for line in lines[:2]] == [
+        "training: iteration 5 of 10 (50%)",
+        "training: iteration 10 of 10 (100%)",
+    ]
     assert len(lines) == 3 and lines[2].startswith("training done: objective ")
     assert (logger.level, logger.propagate, list(logger.handlers)) == before
 

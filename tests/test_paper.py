@@ -7,8 +7,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpstudy.paper import (METRICS, airline_table, classification_numbers, paper_columns, paper_datasets, paper_table,
-                           pbp_table, quoted_rows, quoted_tables, table_datasets)
+from gpstudy.paper import (
+    METRICS,
+    airline_table,
+    classification_numbers,
+    paper_columns,
+    paper_datasets,
+    paper_table,
+    pbp_table,
+    quoted_rows,
+    quoted_tables,
+    table_datasets,
+)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"  # the study's documents beside the repo
 PAPER = SHARED / "papers" / "gpnet-full-with-appendix.txt"
@@ -34,7 +44,7 @@ def _paper_table_text(metric: str) -> tuple[str, list[str]]:
     """The header line and the data set rows of Table 3 or 4 in the paper's text."""
     lines = [line.strip() for line in _read(PAPER).splitlines()]
     start = lines.index(TITLES[metric]) + 1
-    body = [line for line in lines[start:start + 10] if line]
+    body = [line for line in lines[start : start + 10] if line]
     header, rows = body[0], []
     for line in body[1:]:
         if not (ROW.fullmatch(line) and len(CELL.findall(line)) == len(paper_columns())):
@@ -62,8 +72,10 @@ def test_every_cell_and_size_is_the_papers(metric):
     for row in rows:
         name, n, d, cells = ROW.fullmatch(row).groups()
         expected_sizes.append((_key(name), name, int(n), int(d)))
-        expected_cells += [(_key(name), method, m, float(mean), float(se))
-                           for (method, m), (mean, se) in zip(paper_columns(), CELL.findall(cells))]
+        expected_cells += [
+            (_key(name), method, m, float(mean), float(se))
+            for (method, m), (mean, se) in zip(paper_columns(), CELL.findall(cells))
+        ]
     assert len(rows) == 7
     assert list(paper_datasets().itertuples(index=False, name=None)) == expected_sizes
     table = paper_table(metric)
@@ -75,7 +87,7 @@ def _airline_table_text() -> list[str]:
     """The four lines after Table 1's title: the M header, the method header, the RMSE and Test LL rows."""
     lines = [line.strip() for line in _read(PAPER).splitlines()]
     start = lines.index(AIRLINE_TITLE) + 1
-    return [line for line in lines[start:start + 6] if line][:4]
+    return [line for line in lines[start : start + 6] if line][:4]
 
 
 def test_every_airline_number_is_table_1s():
@@ -97,28 +109,32 @@ def test_every_airline_number_is_table_1s():
     for metric in METRICS:  # served with the other tables' numbers, under the data set's key
         served = paper_table(metric).query("dataset == 'airline'")
         assert list(served[["dataset", "method", "M", "mean"]].itertuples(index=False, name=None)) == [
-            (dataset, method, m, value) for dataset, method, m, row_metric, value in expected if row_metric == metric]
+            (dataset, method, m, value) for dataset, method, m, row_metric, value in expected if row_metric == metric
+        ]
         assert served["se"].isna().all()
 
 
 def test_pbp_is_studys_list():
     text = _read(STUDY)
-    found = PBP.findall(text[text.index("PBP (Hernandez-Lobato"):])
+    found = PBP.findall(text[text.index("PBP (Hernandez-Lobato") :])
     assert len(found) == 7
     for metric, (mean_at, se_at) in zip(METRICS, ((1, 2), (3, 4))):
         expected = [(_key(match[0]), float(match[mean_at]), float(match[se_at])) for match in found]
         assert list(pbp_table(metric).itertuples(index=False, name=None)) == expected
 
 
-@pytest.mark.parametrize("cell", classification_numbers(), ids=lambda cell: f"{cell['method']}{cell['M']}-{cell['metric']}")
+@pytest.mark.parametrize(
+    "cell", classification_numbers(), ids=lambda cell: f"{cell['method']}{cell['M']}-{cell['metric']}"
+)
 def test_every_classification_number_is_the_papers_sentence(cell):
     text = " ".join(_read(SHARED / "papers" / cell["paper"]).split())
     assert cell["quote"] in text
     printed = float(re.findall(r"(\d+\.\d+)%?", cell["quote"])[-1])
     expected = printed / 100 if cell["metric"] == "error_rate" else -printed  # a percentage; NLP = -test_ll
     assert cell["value"] == pytest.approx(expected, abs=1e-12)
-    served = paper_table(cell["metric"]).query("dataset == @cell['dataset'] and method == @cell['method'] and "
-                                               "M == @cell['M']")
+    served = paper_table(cell["metric"]).query(
+        "dataset == @cell['dataset'] and method == @cell['method'] and M == @cell['M']"
+    )
     assert served["mean"].item() == cell["value"]
 
 
@@ -134,7 +150,7 @@ def _table_2_rows() -> list[str]:
     start = lines.index(TABLE_2)
     assert lines[start + 1] == "Methods MNIST CIFAR10"
     end = lines.index("", start)
-    return lines[start + 2:end]
+    return lines[start + 2 : end]
 
 
 def test_table_2_is_our_rows_and_the_quoted_rows_in_the_papers_order():
@@ -149,10 +165,16 @@ def test_table_2_is_our_rows_and_the_quoted_rows_in_the_papers_order():
     assert quoted == [row["quote"] for row in table["rows"]]
     for row in table["rows"]:
         assert row["quote"] == f"{row['method']} " + " ".join(
-            "-" if value is None else f"{100 * value:g}%" for value in row["values"])
-    expected = pd.DataFrame([(dataset, row["method"], np.nan if value is None else value) for row in table["rows"]
-                             for dataset, value in zip(table["datasets"], row["values"])],
-                            columns=["dataset", "method", "value"])
+            "-" if value is None else f"{100 * value:g}%" for value in row["values"]
+        )
+    expected = pd.DataFrame(
+        [
+            (dataset, row["method"], np.nan if value is None else value)
+            for row in table["rows"]
+            for dataset, value in zip(table["datasets"], row["values"])
+        ],
+        columns=["dataset", "method", "value"],
+    )
     pd.testing.assert_frame_equal(quoted_rows("table2", "error_rate"), expected)
     assert len(expected) == 12 and expected["value"].isna().sum() == 3  # three "-" on CIFAR10
     assert quoted_rows("table2", "test_ll").empty
@@ -165,12 +187,16 @@ def test_table_datasets_are_the_papers_tables_in_its_order_with_their_sizes():
     assert list(table["dataset"]) == ["airline", "mnist", "cifar10", *paper_datasets()["dataset"]]
     assert list(table["dataset"][1:3]) == quoted_tables()["table2"]["datasets"]
     assert [tuple(row) for row in table.iloc[3:].itertuples(index=False)] == list(
-        paper_datasets().itertuples(index=False, name=None))
+        paper_datasets().itertuples(index=False, name=None)
+    )
     assert "we randomly take 700K points for training and 100K for testing" in " ".join(_read(PAPER).split())
     assert table["N"].iat[0] == 700_000 + 100_000 and pd.isna(table["D"].iat[0])
     assert " ".join(table["name"][1:3]) == _table_2_header()
-    printed = {row.split("\t")[0]: row.split("\t")[1:4] for row in _read(SHARED / "papers" / "autogp.txt").splitlines()
-               if row.startswith(("MNIST\t", "CIFAR10\t"))}
+    printed = {
+        row.split("\t")[0]: row.split("\t")[1:4]
+        for row in _read(SHARED / "papers" / "autogp.txt").splitlines()
+        if row.startswith(("MNIST\t", "CIFAR10\t"))
+    }
     for name, n, d in table.iloc[1:3][["name", "N", "D"]].itertuples(index=False):
         n_train, n_test, d_printed = (int(value.replace(",", "")) for value in printed[name])
         assert n == n_train + n_test

@@ -26,13 +26,37 @@ def test_a_failed_job_prints_its_error_on_the_console(tmp_path):
     csv = tmp_path / "mirror" / "mydata" / "mydata.csv"
     csv.write_text("a,b,y\n" + "".join(f"{i},{i % 7},{i % 5}\n" for i in range(40)))
     observed = hashlib.sha256(csv.read_bytes()).hexdigest()
-    overlay = {"datasets": ["mydata"], "run_experiments": ["mine"], "mirror": str(tmp_path / "mirror"),
-               "dataset_options": {"mydata": {"source": {"file": "mydata.csv", "sha256": "1" * 64},
-                                              "format": "csv", "target": -1, "task": "regression"}},
-               "experiments": {"mine": {"datasets": ["mydata"], "methods": {"svgp": [5]}}}}
+    overlay = {
+        "datasets": ["mydata"],
+        "run_experiments": ["mine"],
+        "mirror": str(tmp_path / "mirror"),
+        "dataset_options": {
+            "mydata": {
+                "source": {"file": "mydata.csv", "sha256": "1" * 64},
+                "format": "csv",
+                "target": -1,
+                "task": "regression",
+            }
+        },
+        "experiments": {"mine": {"datasets": ["mydata"], "methods": {"svgp": [5]}}},
+    }
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
-    run = subprocess.run([SNAKEMAKE, "--cores", "1", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-                          "--configfile", str(REPO / "config.yaml"), str(tmp_path / "overlay.yaml")],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            SNAKEMAKE,
+            "--cores",
+            "1",
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(REPO / "config.yaml"),
+            str(tmp_path / "overlay.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode != 0
     assert f"observed {observed}" in run.stdout + run.stderr  # the log's own words, on the console

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from gpstudy.methods import ExactGP, MethodConfig, Problem
-from gpstudy.numerics import DTYPES
 from gpstudy.notebook import Fitted
+from gpstudy.numerics import DTYPES
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "python.md"
 POINTS = [1.5, 2.5, 5.5]  # where the page prints the means: inside the data, where the exact mean is far from 0
@@ -29,8 +29,10 @@ def exact_gp(model: Fitted) -> Fitted:
     split = model.split
     dtype = DTYPES[model.settings.dtype][0]
     x, y = (torch.as_tensor(values, dtype=dtype)[None] for values in (split.x_train, split.y_train))
-    exact = ExactGP(Problem(x, y, model.method.kernel, model.method.likelihood, torch.Generator()),
-                    MethodConfig(M=0, n_train=len(split.y_train)))
+    exact = ExactGP(
+        Problem(x, y, model.method.kernel, model.method.likelihood, torch.Generator()),
+        MethodConfig(M=0, n_train=len(split.y_train)),
+    )
     return Fitted(exact, model.settings, split, [], 0.0)
 
 

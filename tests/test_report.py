@@ -46,9 +46,13 @@ def configfiles(words: list[str]) -> list[str]:
 
 def test_the_report_needs_no_package_beyond_the_projects_dependencies():
     dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    report = [text for text in metadata.requires("snakemake") if Requirement(text).marker
-              and Requirement(text).marker.evaluate({"extra": "reports"})
-              and not Requirement(text).marker.evaluate({"extra": ""})]  # snakemake's extra for --report
+    report = [
+        text
+        for text in metadata.requires("snakemake")
+        if Requirement(text).marker
+        and Requirement(text).marker.evaluate({"extra": "reports"})
+        and not Requirement(text).marker.evaluate({"extra": ""})
+    ]  # snakemake's extra for --report
     assert report, "snakemake declares no 'reports' extra: check what its --report needs"
     missing = {canonicalize_name(Requirement(text).name) for text in report} - installed_closure(dependencies)
     assert not missing, f"snakemake --report needs {missing}, which `pip install -e .` does not install"

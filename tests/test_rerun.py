@@ -46,10 +46,14 @@ STUDY_KEYS = {"seed": (1, {"split"}), "mirror": ("/elsewhere", set())}  # top-le
 
 def user_config(sha256: str, **changes) -> dict:
     """config.yaml with a user data set ``mydata`` (its options changed by ``changes``), validated."""
-    return load_config(REPO / "config.yaml", overrides={
-        "datasets": ["mydata"],
-        "dataset_options": {"mydata": {"source": {**SOURCE, "sha256": sha256}, **USER, **changes}},
-        "experiments": {"mine": {"datasets": ["mydata"], "methods": {"svgp": [5]}}}})
+    return load_config(
+        REPO / "config.yaml",
+        overrides={
+            "datasets": ["mydata"],
+            "dataset_options": {"mydata": {"source": {**SOURCE, "sha256": sha256}, **USER, **changes}},
+            "experiments": {"mine": {"datasets": ["mydata"], "methods": {"svgp": [5]}}},
+        },
+    )
 
 
 def changed_stages(before: dict, after: dict, dataset: str = "mydata", protocol: str = "random") -> set[str]:
@@ -61,7 +65,9 @@ def test_every_data_set_key_is_classified():
     """A key added to the schema's ``dataset_options`` must be added to DATA_KEYS, saying what it reruns."""
     schema = yaml.safe_load((REPO / "gpstudy/study/config.schema.yaml").read_text())
     keys = set(schema["properties"]["dataset_options"]["additionalProperties"]["properties"])
-    run_keys = set(training_keys()) | {key for method in METHODS.values() for key in method.options_schema} | {"methods"}
+    run_keys = (
+        set(training_keys()) | {key for method in METHODS.values() for key in method.options_schema} | {"methods"}
+    )
     assert keys - run_keys == set(DATA_KEYS)
 
 
@@ -119,7 +125,9 @@ def test_stage_params_are_plain_data_snakemake_can_compare(study_config):
     for name in DATASETS:
         params = data_stage_params(study_config, name, data_plan(study_config, name).protocol)
         read = params["tabulate"]["dataset"]["read"]  # a function, or one with its options bound (airline's months)
-        assert params["fetch"]["files"] and (read if isinstance(read, str) else read["function"]).startswith("gpstudy.data.")
+        assert params["fetch"]["files"] and (read if isinstance(read, str) else read["function"]).startswith(
+            "gpstudy.data."
+        )
         json.dumps(params)
 
 
@@ -135,20 +143,46 @@ def write_csv(path: Path, scale: float, seed: int = 0, rows: int = 48) -> str:
 
 def overlay(workdir: Path, name: str, sha256: str, mirror: Path, data: dict | None = None, **study) -> Path:
     """A config overlay: the user data set ``mydata`` (with ``data`` changes), one SVGP run, pretrained."""
-    options = {"source": {**SOURCE, "sha256": sha256}, **USER, "pretrain": True, "pretrain_iterations": 5,
-               **(data or {})}
-    config = {"datasets": ["mydata"], "splits": 1, "device": "cpu", "mirror": str(mirror),
-              "dataset_options": {"mydata": options},
-              "experiments": {"mine": {"datasets": ["mydata"], "methods": {"svgp": [5]}}},
-              "training": {"iterations": 20, "batch_size": 20, "eval_every": 10}, **study}
+    options = {
+        "source": {**SOURCE, "sha256": sha256},
+        **USER,
+        "pretrain": True,
+        "pretrain_iterations": 5,
+        **(data or {}),
+    }
+    config = {
+        "datasets": ["mydata"],
+        "splits": 1,
+        "device": "cpu",
+        "mirror": str(mirror),
+        "dataset_options": {"mydata": options},
+        "experiments": {"mine": {"datasets": ["mydata"], "methods": {"svgp": [5]}}},
+        "training": {"iterations": 20, "batch_size": 20, "eval_every": 10},
+        **study,
+    }
     path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
 
 
 def snakemake(workdir: Path, config: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile",
-                           str(config), "--cores", "1", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            SNAKEMAKE,
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(config),
+            "--cores",
+            "1",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 PLAN = """
@@ -171,8 +205,8 @@ dryrun.Executor.run_job = record
 plans = {}
 for config in configs:
     jobs.clear()
-    parser, args = cli.parse_args(["-s", snakefile, "--directory", workdir, "--configfile", config, "-n", "--cores", "1",
-                                   target])
+    parser, args = cli.parse_args(["-s", snakefile, "--directory", workdir, "--configfile", config, "-n",
+                                   "--cores", "1", target])
     if not cli.args_to_api(args, parser):
         sys.exit(f"dry run under {config} failed")
     plans[config] = dict(Counter(jobs))
@@ -184,8 +218,12 @@ def planned(workdir: Path, *configs: Path) -> list[dict[str, int]]:
     """The jobs a dry run under each of ``configs`` would run to make the run table, rule -> count (empty:
     nothing to be done)."""
     out = workdir / "plans.json"
-    run = subprocess.run([sys.executable, "-c", PLAN, str(out), str(REPO / "Snakefile"), str(workdir),
-                          paths.RUNS, *map(str, configs)], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", PLAN, str(out), str(REPO / "Snakefile"), str(workdir), paths.RUNS, *map(str, configs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     plans = json.loads(out.read_text())
     return [plans[str(config)] for config in configs]
@@ -233,8 +271,10 @@ def test_each_change_reruns_exactly_the_jobs_that_depend_on_it(study, new_sha256
         "pretrain_lr": ({"data": {"pretrain_lr": 0.05}}, {"pretrain": 1, **TRAINING}),
         "pretrain_subset": ({"data": {"pretrain_subset": 20}}, {"pretrain": 1, **TRAINING}),
     }
-    configs = [overlay(workdir, name, **{"sha256": sha256, "mirror": mirror, **changes}) for name, (changes, _) in
-               cases.items()]
+    configs = [
+        overlay(workdir, name, **{"sha256": sha256, "mirror": mirror, **changes})
+        for name, (changes, _) in cases.items()
+    ]
     assert dict(zip(cases, planned(workdir, *configs))) == {name: jobs for name, (_, jobs) in cases.items()}
 
 

@@ -21,8 +21,14 @@ def lambdas(source: str) -> list[int]:
 
 def config_reads(source: str) -> list[int]:
     """The lines where a script reads ``snakemake.config``."""
-    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Attribute)
-            and node.attr == "config" and isinstance(node.value, ast.Name) and node.value.id == "snakemake"]
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "config"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "snakemake"
+    ]
 
 
 def test_the_checks_find_a_planted_lambda_and_config_read():

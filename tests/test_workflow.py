@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from gpstudy.report.claims import load_claims
 from gpstudy.data import load_split
+from gpstudy.report.claims import load_claims
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -52,8 +52,18 @@ sys.exit(0 if ok else 1)
 
 def command(workdir, *args, config="config.yaml"):
     """The snakemake command line for the repo's workflow; ``config`` relative to the repo."""
-    return [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--configfile", str(REPO / config), "--cores", "2", *args]
+    return [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(REPO / config),
+        "--cores",
+        "2",
+        *args,
+    ]
 
 
 def snakemake(workdir, *args, config="config.yaml", timeout=900):
@@ -83,12 +93,21 @@ def test_dry_run_of_the_full_study_plans_every_job(tmp_path):
     run = snakemake(tmp_path, "-n")
     assert run.returncode == 0, run.stderr
     assert job_counts(run.stdout) == {
-        "fetch": 8, "tabulate": 8,
+        "fetch": 8,
+        "tabulate": 8,
         "split": 7 * 20 + 1,  # 7 UCI sets x 20 splits + Snelson's one draw
         "pretrain": 4 * 20 + 1,  # Boston, Concrete, Kin8nm, Protein and Snelson pretrain
-        "train": 7 * 5 + 7 * 4 + 3 * 3,  # UCI: 5 (method, M) per data set, 20 splits in each job; ODVGP: 4; Snelson: 3 x 3
-        "collect": 1, "tables": 2 + 2, "violins": 1, "posteriors": 1, "learning_curves": 3, "all": 1,  # tables: per metric
-        "exact_reference": 1, "claims": 1,  # Snelson's exact GP on the plotted grid; results/claims.md
+        "train": 7 * 5
+        + 7 * 4
+        + 3 * 3,  # UCI: 5 (method, M) per data set, 20 splits in each job; ODVGP: 4; Snelson: 3 x 3
+        "collect": 1,
+        "tables": 2 + 2,
+        "violins": 1,
+        "posteriors": 1,
+        "learning_curves": 3,
+        "all": 1,  # tables: per metric
+        "exact_reference": 1,
+        "claims": 1,  # Snelson's exact GP on the plotted grid; results/claims.md
         "total": 323,
     }
 
@@ -112,21 +131,42 @@ def planned_jobs(workdir: Path, profile: str, *args: str, fake_gpu: bool = False
     executor = keys.pop("executor", "local")
     local = workdir / "profile"
     local.mkdir()
-    (local / "config.yaml").write_text(yaml.safe_dump({key: value for key, value in keys.items()
-                                                       if not key.startswith(executor + "-")}))
+    (local / "config.yaml").write_text(
+        yaml.safe_dump({key: value for key, value in keys.items() if not key.startswith(executor + "-")})
+    )
     out = workdir / "jobs.json"
-    run = subprocess.run([sys.executable, "-c", PLANNED_JOBS, "yes" if fake_gpu else "no", str(out),
-                          "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--workflow-profile",
-                          str(local), "-n", *args], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PLANNED_JOBS,
+            "yes" if fake_gpu else "no",
+            str(out),
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--workflow-profile",
+            str(local),
+            "-n",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("profile, args, fake_gpu", [
-    ("slurm", (), False),  # the cluster: its config's device; the submit host has no GPU
-    ("default", (), True),  # a workstation with a GPU: device auto
-    ("default", ("--config", "device=cuda"), False),  # the study moved to CUDA from the command line
-])
+@pytest.mark.parametrize(
+    "profile, args, fake_gpu",
+    [
+        ("slurm", (), False),  # the cluster: its config's device; the submit host has no GPU
+        ("default", (), True),  # a workstation with a GPU: device auto
+        ("default", ("--config", "device=cuda"), False),  # the study moved to CUDA from the command line
+    ],
+)
 def test_every_job_on_cuda_asks_for_a_gpu(tmp_path, profile, args, fake_gpu, study_config):
     jobs = planned_jobs(tmp_path, profile, *args, fake_gpu=fake_gpu)
     assert len(jobs) == 323  # the full study (test_dry_run_of_the_full_study_plans_every_job)
@@ -143,11 +183,14 @@ def test_every_job_on_cuda_asks_for_a_gpu(tmp_path, profile, args, fake_gpu, stu
     assert {job["slurm_extra"] for job in train} == warning
 
 
-@pytest.mark.parametrize("override, message", [
-    ("datasets=[boston,bostn]", r"\$\.datasets\[1\]: unknown data set 'bostn'"),
-    ("splits=-1", r"\$\.splits: -1 is less than the minimum of 1"),
-    ("mirrror=/tmp", r"'mirrror' was unexpected"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("datasets=[boston,bostn]", r"\$\.datasets\[1\]: unknown data set 'bostn'"),
+        ("splits=-1", r"\$\.splits: -1 is less than the minimum of 1"),
+        ("mirrror=/tmp", r"'mirrror' was unexpected"),
+    ],
+)
 def test_config_error_stops_before_any_job(tmp_path, override, message):
     run = snakemake(tmp_path, "--config", override)
     assert run.returncode != 0
@@ -155,11 +198,21 @@ def test_config_error_stops_before_any_job(tmp_path, override, message):
     assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
 
 
-@pytest.mark.parametrize("line, edited, message", [
-    ("      svgp: [100, 500]", "      svgp: [-100, 500]",
-     r"\$\.experiments\.uci\.methods\.svgp\[0\]: -100 is less than the minimum of 1"),
-    ("      svgp: [100, 500]", "      svpg: [100, 500]", r"\$\.experiments\.uci\.methods\.svpg: unknown method 'svpg'"),
-])
+@pytest.mark.parametrize(
+    "line, edited, message",
+    [
+        (
+            "      svgp: [100, 500]",
+            "      svgp: [-100, 500]",
+            r"\$\.experiments\.uci\.methods\.svgp\[0\]: -100 is less than the minimum of 1",
+        ),
+        (
+            "      svgp: [100, 500]",
+            "      svpg: [100, 500]",
+            r"\$\.experiments\.uci\.methods\.svpg: unknown method 'svpg'",
+        ),
+    ],
+)
 def test_config_file_error_stops_before_any_job(tmp_path, line, edited, message):
     config = tmp_path / "config.yaml"
     config.write_text((REPO / "config.yaml").read_text().replace(line, edited, 1))
@@ -183,10 +236,17 @@ def quick_study(tmp_path_factory, shared_data):
 def test_quick_study_has_every_run(quick_study):
     runs = pd.read_csv(quick_study / "results/runs.csv")
     expected = {("snelson", "snelson", method, M, 0) for method in ("svgp", "gpnet", "fbnn") for M in (2, 5, 20)}
-    expected |= {("uci", dataset, method, M, split) for dataset in ("boston", "concrete") for split in (0, 1)
-                 for method, M in (("svgp", 100), ("gpnet", 100), ("svgp", 500), ("gpnet", 500), ("fbnn", 500))}
-    expected |= {("odvgp", "boston", method, M, split) for split in (0, 1)
-                 for method, M in (("orth", 30), ("orthnat", 30), ("svgp", 30), ("svgp", 100))}
+    expected |= {
+        ("uci", dataset, method, M, split)
+        for dataset in ("boston", "concrete")
+        for split in (0, 1)
+        for method, M in (("svgp", 100), ("gpnet", 100), ("svgp", 500), ("gpnet", 500), ("fbnn", 500))
+    }
+    expected |= {
+        ("odvgp", "boston", method, M, split)
+        for split in (0, 1)
+        for method, M in (("orth", 30), ("orthnat", 30), ("svgp", 30), ("svgp", 100))
+    }
     assert set(runs[["experiment", "dataset", "method", "M", "split"]].itertuples(index=False, name=None)) == expected
     assert (runs["status"] == "ok").all()
     assert np.isfinite(runs[["rmse", "test_ll", "seconds"]].to_numpy()).all()
@@ -235,8 +295,12 @@ def test_quick_study_figures_are_real_images(quick_study):
 def test_snelson_methods_share_the_exact_gps_pretrained_hyperparameters(quick_study):
     """Section 5.1: every method on Snelson starts from the pretrained hyperparameters and keeps them,
     SVGP too, so each posterior can be set beside the exact GP's."""
-    runs = {method: json.loads((quick_study / f"results/snelson/snelson/{method}/M5/splits0-0/split0/metrics.json")
-                               .read_text())["hyperparameters"] for method in ("svgp", "gpnet", "fbnn")}
+    runs = {
+        method: json.loads(
+            (quick_study / f"results/snelson/snelson/{method}/M5/splits0-0/split0/metrics.json").read_text()
+        )["hyperparameters"]
+        for method in ("svgp", "gpnet", "fbnn")
+    }
     assert runs["svgp"] == runs["gpnet"] == runs["fbnn"]
     assert runs["svgp"]["lengthscale"] != [1.0]  # pretrained, not the initial values
 
@@ -244,8 +308,9 @@ def test_snelson_methods_share_the_exact_gps_pretrained_hyperparameters(quick_st
 @pytest.fixture(scope="module")
 def quick_report(quick_study, shared_data) -> Path:
     """The quick study's report, made once as docs/pipeline.md says (snakemake --report)."""
-    run = snakemake(quick_study, "--config", f"mirror={shared_data}", "--report", "report.html",
-                    config="configs/quick.yaml")
+    run = snakemake(
+        quick_study, "--config", f"mirror={shared_data}", "--report", "report.html", config="configs/quick.yaml"
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return quick_study / "report.html"
 
@@ -258,19 +323,27 @@ def report_variable(report: Path, name: str):
 
 def test_report_groups_each_table_and_figure_once_by_experiment(quick_report):
     categories = report_variable(quick_report, "categories")
-    grouped = {category: {subcategory: set(entries) for subcategory, entries in subcategories.items()}
-               for category, subcategories in categories.items()}
+    grouped = {
+        category: {subcategory: set(entries) for subcategory, entries in subcategories.items()}
+        for category, subcategories in categories.items()
+    }
     tables, figures = "results/tables/{}.html", "results/figures/{}.png"
     assert grouped == {
-        "uci": {"Tables": {tables.format("uci_rmse"), tables.format("uci_test_ll")},
-                "Figures": {figures.format("learning_curves_uci"), figures.format("uci_violins")}},
-        "odvgp": {"Tables": {tables.format("odvgp_rmse"), tables.format("odvgp_test_ll")},
-                  "Figures": {figures.format("learning_curves_odvgp")}},
+        "uci": {
+            "Tables": {tables.format("uci_rmse"), tables.format("uci_test_ll")},
+            "Figures": {figures.format("learning_curves_uci"), figures.format("uci_violins")},
+        },
+        "odvgp": {
+            "Tables": {tables.format("odvgp_rmse"), tables.format("odvgp_test_ll")},
+            "Figures": {figures.format("learning_curves_odvgp")},
+        },
         "snelson": {"Figures": {figures.format("learning_curves_snelson"), figures.format("snelson")}},
-        "claims": {"Other": {"results/claims.html"}}}
+        "claims": {"Other": {"results/claims.html"}},
+    }
     results = report_variable(quick_report, "results")
-    assert len(results) == 10 and results.keys() == {entry for groups in grouped.values() for entries in
-                                                     groups.values() for entry in entries}
+    assert len(results) == 10 and results.keys() == {
+        entry for groups in grouped.values() for entries in groups.values() for entry in entries
+    }
     assert results[tables.format("uci_rmse")]["labels"] == {"table": "Test RMSE"}
     assert results[tables.format("uci_rmse")]["mime_type"] == "text/html"
     assert results[figures.format("uci_violins")]["labels"] == {"figure": "violins over splits"}
@@ -289,8 +362,12 @@ def test_a_browser_shows_table_3_and_the_claims_as_tables_in_the_report(quick_re
     """The report opened in headless Chromium by docs/report_screenshots.py: the rendered pages' table cells."""
     if not report_screenshots.CHROMIUM.exists():
         pytest.skip(f"no Chromium at {report_screenshots.CHROMIUM}: apt-get install chromium (.ci/run does)")
-    run = subprocess.run([sys.executable, str(SCREENSHOTS), str(quick_report), "--out", str(tmp_path), "--print"],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(SCREENSHOTS), str(quick_report), "--out", str(tmp_path), "--print"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     pages = json.loads(run.stdout)
     table3 = pages["table3"]["cells"]
@@ -300,7 +377,7 @@ def test_a_browser_shows_table_3_and_the_claims_as_tables_in_the_report(quick_re
     claim = load_claims()[0]
     claims = pages["claims"]["cells"]
     start = claims.index(claim.quote)
-    assert claims[start - 1:start + 4] == ["1", claim.quote, claim.experiment, claim.holds_on, "not run"]
+    assert claims[start - 1 : start + 4] == ["1", claim.quote, claim.experiment, claim.holds_on, "not run"]
     for name in ("table3", "claims"):
         assert png_size(tmp_path / f"report_{name}.png") == report_screenshots.WINDOW
 
@@ -326,8 +403,12 @@ def job_processes(workdir: Path) -> list[int]:
 def test_killed_snakemake_takes_its_job_along_and_the_rerun_resumes(tmp_path, shared_data):
     target = "results/snelson/snelson/gpnet/M5/splits0-0"  # the job's folder (a directory output)
     args = [target, "--config", f"mirror={shared_data}", "iterations=10000"]  # long enough to outlast the checks
-    job = subprocess.Popen(command(tmp_path, *args, config="configs/quick.yaml"), start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = subprocess.Popen(
+        command(tmp_path, *args, config="configs/quick.yaml"),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     checkpoint = tmp_path / "results/snelson/snelson/gpnet/M5/splits0-0.checkpoint.pt"
     deadline = time.time() + 300
     while not checkpoint.exists() and time.time() < deadline and job.poll() is None:

@@ -28,8 +28,18 @@ log = logging.getLogger(__name__)
 YEAR = 2008
 FEATURES = ["Month", "DayofMonth", "DayOfWeek", "PlaneAge", "AirTime", "Distance", "ArrTime", "DepTime"]
 TARGET = "ArrDelay"  # minutes
-NUMBERS = ["Month", "DayofMonth", "DayOfWeek", "DepTime", "ArrTime", "AirTime", "Distance", "ArrDelay",
-           "Cancelled", "Diverted"]  # the flight table's columns read as numbers (NA: missing)
+NUMBERS = [
+    "Month",
+    "DayofMonth",
+    "DayOfWeek",
+    "DepTime",
+    "ArrTime",
+    "AirTime",
+    "Distance",
+    "ArrDelay",
+    "Cancelled",
+    "Diverted",
+]  # the flight table's columns read as numbers (NA: missing)
 TAIL = "TailNum"  # the join key, "tailnum" in the plane table
 CHUNK_ROWS = 250_000  # rows of the flight table parsed at a time
 FILTERS = ("read", "months", "not cancelled", "not diverted", "plane join", "no missing value")  # in order
@@ -65,8 +75,9 @@ def kept_rows(chunk: pd.DataFrame, ages: pd.Series, months: Sequence[int]) -> tu
     chunk = chunk.assign(PlaneAge=chunk[TAIL].str.strip().map(ages))  # NaN: no such plane (inner join)
     chunk = chunk[chunk["PlaneAge"].notna()]
     left.append(len(chunk))
-    chunk = chunk.assign(DepTime=minutes_since_midnight(chunk["DepTime"]),
-                         ArrTime=minutes_since_midnight(chunk["ArrTime"]))
+    chunk = chunk.assign(
+        DepTime=minutes_since_midnight(chunk["DepTime"]), ArrTime=minutes_since_midnight(chunk["ArrTime"])
+    )
     rows = chunk[FEATURES + [TARGET]].to_numpy(np.float32)
     rows = rows[np.isfinite(rows).all(axis=1)]
     left.append(len(rows))
@@ -86,8 +97,12 @@ def read_airline(raw: Path, months: Sequence[int], chunk_rows: int = CHUNK_ROWS)
     ages = plane_ages(raw / "plane-data.csv")
     kept, left = [], np.zeros(len(FILTERS), np.int64)
     try:
-        chunks = pd.read_csv(flights_path, usecols=NUMBERS + [TAIL], chunksize=chunk_rows,
-                             dtype={**dict.fromkeys(NUMBERS, np.float32), TAIL: str})
+        chunks = pd.read_csv(
+            flights_path,
+            usecols=NUMBERS + [TAIL],
+            chunksize=chunk_rows,
+            dtype={**dict.fromkeys(NUMBERS, np.float32), TAIL: str},
+        )
         for chunk in chunks:
             rows, counts = kept_rows(chunk, ages, months)
             kept.append(rows)

@@ -8,7 +8,6 @@ import pandas as pd
 
 from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 
-
 OPTIONAL = ("test_mask", "x_plot")  # Table fields a data set may leave out
 
 
@@ -25,11 +24,18 @@ class Table:
     test_mask: np.ndarray | None = None  # [N] bool: the data set's own test rows, if it has them
     x_plot: np.ndarray | None = None  # [P, D] inputs to draw predictions at (Snelson's grid), if any
     target: str | None = None  # a user table's target column, as its file names it (not saved)
-    classes: tuple[str, ...] | None = None  # a user table's labels as its file has them, class c is classes[c] (not saved)
+    classes: tuple[str, ...] | None = (
+        None  # a user table's labels as its file has them, class c is classes[c] (not saved)
+    )
 
 
-def checked_table(frame: pd.DataFrame, target: str | int, source: Path, features: list | None = None,
-                  test_mask: np.ndarray | None = None) -> Table:
+def checked_table(
+    frame: pd.DataFrame,
+    target: str | int,
+    source: Path,
+    features: list | None = None,
+    test_mask: np.ndarray | None = None,
+) -> Table:
     """Build a :class:`Table` from a data frame, refusing missing or non-finite values.
 
     Args:
@@ -51,11 +57,17 @@ def checked_table(frame: pd.DataFrame, target: str | int, source: Path, features
     if bad.any():
         row, col = np.argwhere(bad)[0]
         column, value = numeric.columns[col], frame[[*features, target]].iat[row, col]
-        what = "a missing value (an empty cell, NA or nan)" if pd.isna(value) else \
-            f"value {str(value)!r} is non-numeric or non-finite"
+        what = (
+            "a missing value (an empty cell, NA or nan)"
+            if pd.isna(value)
+            else f"value {str(value)!r} is non-numeric or non-finite"
+        )
         raise DataError(f"{source}: data row {row} (0-based), column {str(column)!r}: {what}")
-    return Table(x=numeric[features].to_numpy(dtype=np.float64),
-                 y=numeric[target].to_numpy(dtype=np.float64), test_mask=test_mask)
+    return Table(
+        x=numeric[features].to_numpy(dtype=np.float64),
+        y=numeric[target].to_numpy(dtype=np.float64),
+        test_mask=test_mask,
+    )
 
 
 def read_frame(reader, source: Path, **kwargs) -> pd.DataFrame:

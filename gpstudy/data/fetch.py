@@ -68,8 +68,10 @@ def mirror_root(mirror: str | None) -> Path | None:
         raise FetchError(f"mirror {mirror!r}: give a local directory or a file:// URL")
     root = Path(unquote(parsed.path)) if parsed.scheme else Path(mirror)
     if not root.is_dir():
-        raise FetchError(f"mirror {mirror!r}: {root} is not a directory" +
-                         (" (it is a file)" if root.exists() else " (it does not exist)"))
+        raise FetchError(
+            f"mirror {mirror!r}: {root} is not a directory"
+            + (" (it is a file)" if root.exists() else " (it does not exist)")
+        )
     return root
 
 
@@ -102,15 +104,23 @@ def fetch_file(dataset: str, spec: FileSpec, dest_dir: Path, mirror: str | None 
                 _transfer(where, source, tmp)
                 _check(tmp, spec, where)
             if spec.sha256 is None:
-                log.warning("%s/%s is not pinned by a checksum; fetched from %s, sha256 %s",
-                            dataset, spec.path, where, sha256_of(target))
+                log.warning(
+                    "%s/%s is not pinned by a checksum; fetched from %s, sha256 %s",
+                    dataset,
+                    spec.path,
+                    where,
+                    sha256_of(target),
+                )
             log.info("fetched %s/%s from %s", dataset, spec.path, where)
             return target
         except Exception as error:  # every failure is reported below, with its source
             attempts.append(f"  {where}: {type(error).__name__}: {error}")
-    hint = ("" if root is not None else
-            "\nOffline? Set `mirror` (config key or --mirror) to a directory laid out like "
-            f"<mirror>/{dataset}/{spec.path}.")
+    hint = (
+        ""
+        if root is not None
+        else "\nOffline? Set `mirror` (config key or --mirror) to a directory laid out like "
+        f"<mirror>/{dataset}/{spec.path}."
+    )
     raise FetchError(f"could not fetch {dataset}/{spec.path}; tried:\n" + "\n".join(attempts) + hint)
 
 

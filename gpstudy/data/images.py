@@ -29,18 +29,22 @@ def read_idx(path: Path) -> np.ndarray:
     if magic not in IDX_MAGIC:
         raise DataError(f"{path}: not an IDX file of unsigned bytes (magic number {magic:#x})")
     ndim = IDX_MAGIC[magic]
-    shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
     if body.size != np.prod(shape):
-        raise DataError(f"{path}: header promises {shape} ({np.prod(shape)} bytes), file holds {body.size}"
-                        f" (truncated at item {body.size // max(1, int(np.prod(shape[1:])))})")
+        raise DataError(
+            f"{path}: header promises {shape} ({np.prod(shape)} bytes), file holds {body.size}"
+            f" (truncated at item {body.size // max(1, int(np.prod(shape[1:])))})"
+        )
     return body.reshape(shape)
 
 
 def read_mnist(raw: Path) -> Table:
     """MNIST: 60K training then 10K test images of 784 pixels, labels 0-9."""
-    parts = [(read_idx(raw / f"{prefix}-images.idx3-ubyte"), read_idx(raw / f"{prefix}-labels.idx1-ubyte"))
-             for prefix in ("train", "t10k")]
+    parts = [
+        (read_idx(raw / f"{prefix}-images.idx3-ubyte"), read_idx(raw / f"{prefix}-labels.idx1-ubyte"))
+        for prefix in ("train", "t10k")
+    ]
     for (images, labels), prefix in zip(parts, ("train", "t10k")):
         if len(images) != len(labels):
             raise DataError(f"{raw}: {prefix} has {len(images)} images but {len(labels)} labels")
@@ -58,8 +62,10 @@ def read_cifar10(raw: Path) -> Table:
             except KeyError as error:
                 raise DataError(f"{source}: member {member} missing") from error
             if data.size % CIFAR10_RECORD:
-                raise DataError(f"{source}:{member}: {data.size} bytes is not a whole number of "
-                                f"{CIFAR10_RECORD}-byte records (truncated after record {data.size // CIFAR10_RECORD})")
+                raise DataError(
+                    f"{source}:{member}: {data.size} bytes is not a whole number of "
+                    f"{CIFAR10_RECORD}-byte records (truncated after record {data.size // CIFAR10_RECORD})"
+                )
             records = data.reshape(-1, CIFAR10_RECORD)
             parts.append((records[:, 1:], records[:, 0]))
     train = (np.concatenate([p[0] for p in parts[:-1]]), np.concatenate([p[1] for p in parts[:-1]]))
@@ -69,6 +75,8 @@ def read_cifar10(raw: Path) -> Table:
 def _images_table(parts: list[tuple[np.ndarray, np.ndarray]]) -> Table:
     """Stack (train, test) image/label pairs into one table with a test mask."""
     (train_x, train_y), (test_x, test_y) = parts
-    return Table(x=to_unit_interval(np.concatenate([train_x, test_x])),
-                 y=np.concatenate([train_y, test_y]).astype(np.int64),
-                 test_mask=np.r_[np.zeros(len(train_y), bool), np.ones(len(test_y), bool)])
+    return Table(
+        x=to_unit_interval(np.concatenate([train_x, test_x])),
+        y=np.concatenate([train_y, test_y]).astype(np.int64),
+        test_mask=np.r_[np.zeros(len(train_y), bool), np.ones(len(test_y), bool)],
+    )

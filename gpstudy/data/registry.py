@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from gpstudy.data import airline, images, uci, user
-from gpstudy.data.fetch import FileSpec, Source
 from gpstudy.data.dataset import Table
+from gpstudy.data.fetch import FileSpec, Source
 
 PROTOCOLS = ("random", "index_files", "given", "first_rows")  # how train/test splits are made (see split.py)
 ONE_SPLIT_PROTOCOLS = ("given", "first_rows")  # protocols that make split 0 only
@@ -55,8 +55,10 @@ class Dataset:
             if path not in known:
                 raise ValueError(f"data set {self.name!r} has no file {path!r}; its files: {', '.join(sorted(known))}")
             if known[path] is not None:
-                raise ValueError(f"{self.name}/{path} is pinned by gpstudy (sha256 {known[path]}); "
-                                 "a config pins only files without a trusted hash")
+                raise ValueError(
+                    f"{self.name}/{path} is pinned by gpstudy (sha256 {known[path]}); "
+                    "a config pins only files without a trusted hash"
+                )
         return replace(self, pins=tuple(sorted(sha256.items())))
 
     def with_reader_options(self, options: dict[str, Any]) -> "Dataset":
@@ -74,8 +76,9 @@ class Dataset:
             raise ValueError(f"{', '.join(foreign)} is an option of another data set's reader, not of {self.name!r}'s")
         if not self.reader_options:
             return self
-        bound = {key: tuple(options[key]) if isinstance(options[key], list) else options[key]
-                 for key in self.reader_options}
+        bound = {
+            key: tuple(options[key]) if isinstance(options[key], list) else options[key] for key in self.reader_options
+        }
         return replace(self, read=partial(self.read, **bound))
 
     def spec(self) -> dict[str, Any]:
@@ -95,23 +98,30 @@ class Dataset:
     def unpinned_files(self) -> list[str]:
         """The paths of the data set's files that no trusted sha256 pins (the registry's, then the config's)."""
         pins = dict(self.pins)
-        return [spec.path for specs in _file_specs_of(self.name) for spec in specs
-                if spec.sha256 is None and spec.path not in pins]
+        return [
+            spec.path
+            for specs in _file_specs_of(self.name)
+            for spec in specs
+            if spec.sha256 is None and spec.path not in pins
+        ]
 
 
-DATASETS: dict[str, Dataset] = {d.name: d for d in (
-    Dataset("boston", uci.read_boston, shape=(506, 13)),
-    Dataset("concrete", uci.read_concrete, shape=(1030, 8)),
-    Dataset("energy", uci.read_energy, shape=(768, 8)),
-    Dataset("kin8nm", uci.read_kin8nm, shape=(8192, 8)),
-    Dataset("power", uci.read_power, shape=(9568, 4)),
-    Dataset("protein", uci.read_protein, shape=(45730, 9)),
-    Dataset("wine_red", uci.read_wine_red, shape=(1599, 11)),
-    Dataset("snelson", uci.read_snelson, shape=(200, 1)),
-    Dataset("airline", airline.read_airline, reader_options=("months",)),
-    Dataset("mnist", images.read_mnist, task="classification", protocol="given", shape=(70000, 784)),
-    Dataset("cifar10", images.read_cifar10, task="classification", protocol="given", shape=(60000, 3072)),
-)}
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in (
+        Dataset("boston", uci.read_boston, shape=(506, 13)),
+        Dataset("concrete", uci.read_concrete, shape=(1030, 8)),
+        Dataset("energy", uci.read_energy, shape=(768, 8)),
+        Dataset("kin8nm", uci.read_kin8nm, shape=(8192, 8)),
+        Dataset("power", uci.read_power, shape=(9568, 4)),
+        Dataset("protein", uci.read_protein, shape=(45730, 9)),
+        Dataset("wine_red", uci.read_wine_red, shape=(1599, 11)),
+        Dataset("snelson", uci.read_snelson, shape=(200, 1)),
+        Dataset("airline", airline.read_airline, reader_options=("months",)),
+        Dataset("mnist", images.read_mnist, task="classification", protocol="given", shape=(70000, 784)),
+        Dataset("cifar10", images.read_cifar10, task="classification", protocol="given", shape=(60000, 3072)),
+    )
+}
 READER_OPTIONS = {key for dataset in DATASETS.values() for key in dataset.reader_options}  # of any reader
 CLASSES = {"mnist": 10, "cifar10": 10}  # the label classes 0..C-1 of each registered classification data set
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpstudy.data.registry import PROTOCOLS, Dataset
 from gpstudy.data.dataset import DataError, Table
+from gpstudy.data.registry import PROTOCOLS, Dataset
 from gpstudy.data.uci import read_benchmark_table, read_index_split
 from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 
@@ -65,14 +65,22 @@ def read_table(dataset: Dataset, protocol: str, raw: Path) -> Table:
     return table
 
 
-def split_rows(table: Table, protocol: str, split: int, *, seed: int = 0, train_size: int | None = None,
-               test_size: int | None = None, raw: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+def split_rows(
+    table: Table,
+    protocol: str,
+    split: int,
+    *,
+    seed: int = 0,
+    train_size: int | None = None,
+    test_size: int | None = None,
+    raw: Path | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Row indices (train, test) of split ``split`` under ``protocol``."""
     n = len(table.y)
     if protocol == "random":
         n_train, n_test = _sizes(n, train_size, test_size, protocol)
         order = np.random.RandomState(seed + split).permutation(n)
-        return order[:n_train], order[n_train:n_train + n_test]
+        return order[:n_train], order[n_train : n_train + n_test]
     if protocol == "first_rows":
         if split != 0:
             raise ValueError(f"the 'first_rows' protocol has only split 0, not {split}")
@@ -86,8 +94,10 @@ def split_rows(table: Table, protocol: str, split: int, *, seed: int = 0, train_
         if split != 0:
             raise ValueError(f"the 'given' protocol has only split 0, not {split}")
         rng = np.random.RandomState(seed)
-        return tuple(_subset(np.flatnonzero(mask), size, rng, part) for mask, size, part in (
-            (~table.test_mask, train_size, "training"), (table.test_mask, test_size, "test")))
+        return tuple(
+            _subset(np.flatnonzero(mask), size, rng, part)
+            for mask, size, part in ((~table.test_mask, train_size, "training"), (table.test_mask, test_size, "test"))
+        )
     raise ValueError(f"unknown split protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
 
 
@@ -109,8 +119,15 @@ def _subset(rows: np.ndarray, size: int | None, rng: np.random.RandomState, part
     return np.sort(rng.choice(rows, size, replace=False))
 
 
-def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: bool, info: dict, *,
-               standardize_inputs: bool = False) -> Split:
+def make_split(
+    table: Table,
+    train: np.ndarray,
+    test: np.ndarray,
+    standardize: bool,
+    info: dict,
+    *,
+    standardize_inputs: bool = False,
+) -> Split:
     """Select the rows and standardize x and y (``standardize``: regression) or x alone (``standardize_inputs``:
     a classification data set's option, e.g. the AutoGP authors' per-pixel MNIST) with training statistics
     only: each feature (pixel) to zero mean and unit variance on the training rows, a constant one only
@@ -119,9 +136,11 @@ def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: b
         raise ValueError(f"train and test rows overlap ({info})")
     if len(train) < MIN_TRAIN_ROWS or len(test) < MIN_TEST_ROWS:
         where = ", ".join(f"{key} {info[key]!r}" for key in ("dataset", "protocol", "split") if key in info)
-        raise DataError(f"{where or 'a split'}: {len(train)} training and {len(test)} test rows of the table's "
-                        f"{len(table.y)}; a split needs at least {MIN_TRAIN_ROWS} training and {MIN_TEST_ROWS} test "
-                        "rows (a larger file, or train_size / test_size under the data set's dataset_options)")
+        raise DataError(
+            f"{where or 'a split'}: {len(train)} training and {len(test)} test rows of the table's "
+            f"{len(table.y)}; a split needs at least {MIN_TRAIN_ROWS} training and {MIN_TEST_ROWS} test "
+            "rows (a larger file, or train_size / test_size under the data set's dataset_options)"
+        )
     x_train, x_test = table.x[train], table.x[test]
     y_train, y_test = table.y[train], table.y[test]
     d = table.x.shape[1]
@@ -139,8 +158,10 @@ def make_split(table: Table, train: np.ndarray, test: np.ndarray, standardize: b
     problem = non_finite(split)
     if problem:
         where = ", ".join(f"{key} {info[key]!r}" for key in ("dataset", "protocol", "split") if key in info)
-        raise DataError(f"{where or 'a split'}, standardized by its training rows: {problem} (the column's values "
-                        "span more than float64 holds; rescale it in the file)")
+        raise DataError(
+            f"{where or 'a split'}, standardized by its training rows: {problem} (the column's values "
+            "span more than float64 holds; rescale it in the file)"
+        )
     return split
 
 
@@ -148,9 +169,19 @@ def save_split(path: str | Path, split: Split) -> None:
     """Write a split as one compressed ``.npz``, atomically."""
     optional = {} if split.x_plot is None else {"x_plot": split.x_plot}
     with atomic_path(path, suffix=".npz") as tmp:
-        np.savez_compressed(tmp, x_train=split.x_train, y_train=split.y_train, x_test=split.x_test,
-                            y_test=split.y_test, x_mean=split.x_mean, x_std=split.x_std,
-                            y_mean=split.y_mean, y_std=split.y_std, info=json.dumps(split.info), **optional)
+        np.savez_compressed(
+            tmp,
+            x_train=split.x_train,
+            y_train=split.y_train,
+            x_test=split.x_test,
+            y_test=split.y_test,
+            x_mean=split.x_mean,
+            x_std=split.x_std,
+            y_mean=split.y_mean,
+            y_std=split.y_std,
+            info=json.dumps(split.info),
+            **optional,
+        )
 
 
 def load_split(path: str | Path) -> Split:
@@ -162,10 +193,18 @@ def load_split(path: str | Path) -> Split:
     """
     try:
         with np.load(path) as data:
-            split = Split(x_train=data["x_train"], y_train=data["y_train"], x_test=data["x_test"],
-                          y_test=data["y_test"], x_mean=data["x_mean"], x_std=data["x_std"],
-                          y_mean=float(data["y_mean"]), y_std=float(data["y_std"]),
-                          info=json.loads(str(data["info"])), x_plot=data["x_plot"] if "x_plot" in data else None)
+            split = Split(
+                x_train=data["x_train"],
+                y_train=data["y_train"],
+                x_test=data["x_test"],
+                y_test=data["y_test"],
+                x_mean=data["x_mean"],
+                x_std=data["x_std"],
+                y_mean=float(data["y_mean"]),
+                y_std=float(data["y_std"]),
+                info=json.loads(str(data["info"])),
+                x_plot=data["x_plot"] if "x_plot" in data else None,
+            )
     except Exception as error:  # numpy raises zip, pickle, key and value errors alike
         raise UnreadableFileError(f"{path}: not a split ({type(error).__name__}: {error}); {REMAKE}") from error
     problem = non_finite(split)

@@ -31,7 +31,9 @@ def read_concrete(raw: Path) -> Table:
 def read_energy(raw: Path) -> Table:
     """Energy efficiency: X1..X8, target heating load Y1; cooling load Y2 dropped."""
     source = raw / "original" / "ENB2012_data.xlsx"
-    frame = read_frame(pd.read_excel, source, sheet_name=0, engine="calamine").dropna(how="all").dropna(axis=1, how="all")
+    frame = (
+        read_frame(pd.read_excel, source, sheet_name=0, engine="calamine").dropna(how="all").dropna(axis=1, how="all")
+    )
     return checked_table(frame, target="Y1", source=source, features=[f"X{i}" for i in range(1, 9)])
 
 

@@ -9,8 +9,8 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pandas as pd
 
-from gpstudy.data.fetch import FileSpec, Source
 from gpstudy.data.dataset import DataError, Table, checked_table, read_frame
+from gpstudy.data.fetch import FileSpec, Source
 
 READERS = {  # format -> pandas options
     "csv": {"header": 0},  # comma-separated, a header row naming the columns
@@ -45,8 +45,10 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
     if task == "classification":
         classes, labels = np.unique(frame[target].astype(str), return_inverse=True)
         if len(classes) < 2:
-            raise DataError(f"{source}: target column {target!r} holds {len(classes)} class(es) "
-                            f"({', '.join(map(repr, classes))}); a classification task needs at least two")
+            raise DataError(
+                f"{source}: target column {target!r} holds {len(classes)} class(es) "
+                f"({', '.join(map(repr, classes))}); a classification task needs at least two"
+            )
         frame = frame.assign(**{str(target): labels})
         frame.columns = columns
         classes = tuple(map(str, classes))
@@ -55,5 +57,4 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
 
 def user_reader(options: dict[str, Any], path: str) -> partial:
     """The reader of a user data set whose file is ``path`` in its raw folder (raw folder -> table)."""
-    return partial(read_user_table, path=path, format=options["format"],
-                   target=options["target"], task=options["task"])
+    return partial(read_user_table, path=path, format=options["format"], target=options["target"], task=options["task"])

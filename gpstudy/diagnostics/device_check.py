@@ -21,12 +21,12 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.linalg.blocked import blocked_cholesky_ex
-from gpstudy.runtime.devices import synchronize
-from gpstudy.linalg import raw_of_scale_tril
-from gpstudy.runtime.host_sync import HostSyncCounter, in_package, place
-from gpstudy.nets.block_tril import BlockTril
 from gpstudy.diagnostics.probes import build_probe
+from gpstudy.linalg import raw_of_scale_tril
+from gpstudy.linalg.blocked import blocked_cholesky_ex
+from gpstudy.nets.block_tril import BlockTril
+from gpstudy.runtime.devices import synchronize
+from gpstudy.runtime.host_sync import HostSyncCounter, in_package, place
 
 CUDA_LIBRARIES = ("cusolver", "magma")  # torch.backends.cuda.preferred_linalg_library's choices compared
 CPU_LIBRARY = "lapack"  # the only linear-algebra library of the CPU
@@ -62,8 +62,10 @@ def cuda_syncs_raise(device: torch.device) -> Iterator[None]:
 
 def matmul_rate(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> float:
     """GFLOP/s of a [1000, 2000] x [2000, 2000] ``torch.mm`` in ``dtype`` (the shape of the RFE products)."""
-    a, b = (draws.randn(shape, draws.new_generators([0], device)[0], torch.empty(0, dtype=dtype, device=device))
-            for shape in ((1000, 2000), (2000, 2000)))
+    a, b = (
+        draws.randn(shape, draws.new_generators([0], device)[0], torch.empty(0, dtype=dtype, device=device))
+        for shape in ((1000, 2000), (2000, 2000))
+    )
     a @ b
     synchronize(device)
     tic = time.perf_counter()
@@ -102,7 +104,8 @@ class ProbeCheck:
 
 def check_probe(name: str, config: dict, device: torch.device, warmup: int, steps: int) -> ProbeCheck:
     """Build probe ``name`` on ``device``, train ``warmup`` iterations, then ``steps`` more counting host
-    synchronisations (:class:`gpstudy.runtime.host_sync.HostSyncCounter`) and, on CUDA, with synchronising operations raising.
+    synchronisations (:class:`gpstudy.runtime.host_sync.HostSyncCounter`) and, on CUDA, with synchronising operations
+    raising.
     An error of the probe is recorded in the result, not raised."""
     reset_peak_memory(device)
     counter, error, where = HostSyncCounter(), None, ""
@@ -116,8 +119,10 @@ def check_probe(name: str, config: dict, device: torch.device, warmup: int, step
         error, where = describe(caught), origin(caught)
     unexpected = counter.unexpected()
     places = sorted({(event.where, event.reason) for event in unexpected})
-    counts = tuple(f"{sum(1 for event in unexpected if (event.where, event.reason) == place)} x {place[0]} {place[1]}"
-                   for place in places)
+    counts = tuple(
+        f"{sum(1 for event in unexpected if (event.where, event.reason) == place)} x {place[0]} {place[1]}"
+        for place in places
+    )
     deliberate = sum(event.deliberate for event in counter.events) / steps
     return ProbeCheck(name, error, where, deliberate, counts, peak_memory(device))
 
@@ -172,8 +177,11 @@ def cholesky_libraries(device: torch.device, batch: int, size: int, repeats: int
                 seconds = (time.perf_counter() - tic) / repeats
                 if info.any():
                     raise RuntimeError(f"factorization failed for matrices {info.nonzero().flatten().tolist()}")
-                residual = ((factor @ (factor.mT @ vector) - target).norm(dim=(-2, -1))
-                            / target.norm(dim=(-2, -1))).max().item()
+                residual = (
+                    ((factor @ (factor.mT @ vector) - target).norm(dim=(-2, -1)) / target.norm(dim=(-2, -1)))
+                    .max()
+                    .item()
+                )
                 first = factor if first is None else first
                 difference = ((factor - first).abs().max() / first.abs().max()).item()
                 rows.append(CholeskyTiming(name, seconds, residual, difference, None))
@@ -193,8 +201,9 @@ class BlockTrilTiming:
     difference: float  # max |Phi L - (Phi L)_first| / max |(Phi L)_first|, against the first block count's
 
 
-def block_tril_products(device: torch.device, batch: int, rows: int, size: int, blocks: tuple[int, ...],
-                        repeats: int) -> list[BlockTrilTiming]:
+def block_tril_products(
+    device: torch.device, batch: int, rows: int, size: int, blocks: tuple[int, ...], repeats: int
+) -> list[BlockTrilTiming]:
     """Time ``BlockTril.vector_and_left_multiply`` (RFE's Phi m and Phi L) and its backward at Phi ``[batch,
     rows, size]`` float64 for one random lower-triangular L stored in each number of column ``blocks``. A
     diagonal block of at least ``block_tril.DENSE_BELOW`` columns is multiplied by halves, so 1, 4 and 8
@@ -202,8 +211,9 @@ def block_tril_products(device: torch.device, batch: int, rows: int, size: int, 
     500-250, 250): which is fastest only a GPU can say (the estimate counts one rate)."""
     like = torch.empty(0, dtype=torch.float64, device=device)
     generators = draws.new_generators(range(batch), device)
-    dense = draws.randn((size, size), generators, like).tril(-1) / size**0.5 + 2 * torch.eye(size, dtype=like.dtype,
-                                                                                            device=device)
+    dense = draws.randn((size, size), generators, like).tril(-1) / size**0.5 + 2 * torch.eye(
+        size, dtype=like.dtype, device=device
+    )
     phi = draws.randn((rows, size), generators, like).requires_grad_()
     vector, upstream = draws.randn((size,), generators, like), draws.randn((rows, size), generators, like)
     timings, first = [], None
@@ -230,8 +240,9 @@ def block_tril_products(device: torch.device, batch: int, rows: int, size: int, 
         synchronize(device)
         seconds = (time.perf_counter() - tic) / repeats
         first = product if first is None else first
-        timings.append(BlockTrilTiming(len(factor.edges) - 1, seconds,
-                                       ((product - first).abs().max() / first.abs().max()).item()))
+        timings.append(
+            BlockTrilTiming(len(factor.edges) - 1, seconds, ((product - first).abs().max() / first.abs().max()).item())
+        )
     return timings
 
 
@@ -242,19 +253,30 @@ def environment(device: torch.device, repeats: int = 5) -> list[tuple[str, str]]
 
     facts = [("torch", torch.__version__), ("device", str(device))]
     if device.type == "cuda":
-        facts += [("CUDA (torch built with)", str(torch.version.cuda)),
-                  ("cuDNN", str(torch.backends.cudnn.version())),
-                  ("driver", collect_env.get_nvidia_driver_version(collect_env.run) or "unknown (no nvidia-smi)"),
-                  ("MAGMA in this build", str(torch.cuda.has_magma))]
+        facts += [
+            ("CUDA (torch built with)", str(torch.version.cuda)),
+            ("cuDNN", str(torch.backends.cudnn.version())),
+            ("driver", collect_env.get_nvidia_driver_version(collect_env.run) or "unknown (no nvidia-smi)"),
+            ("MAGMA in this build", str(torch.cuda.has_magma)),
+        ]
         for index in range(torch.cuda.device_count()):
             properties = torch.cuda.get_device_properties(index)
-            facts.append((f"cuda:{index}", f"{properties.name}, compute capability {properties.major}."
-                                           f"{properties.minor}, {properties.total_memory / 2**30:.1f} GiB"))
+            facts.append(
+                (
+                    f"cuda:{index}",
+                    f"{properties.name}, compute capability {properties.major}."
+                    f"{properties.minor}, {properties.total_memory / 2**30:.1f} GiB",
+                )
+            )
     else:
         facts.append(("threads", str(torch.get_num_threads())))
     for dtype in (torch.float64, torch.float32):
-        facts.append((f"torch.mm {str(dtype).removeprefix('torch.')} [1000, 2000] x [2000, 2000]",
-                      f"{matmul_rate(device, dtype, repeats):.1f} GFLOP/s"))
+        facts.append(
+            (
+                f"torch.mm {str(dtype).removeprefix('torch.')} [1000, 2000] x [2000, 2000]",
+                f"{matmul_rate(device, dtype, repeats):.1f} GFLOP/s",
+            )
+        )
     return facts
 
 

@@ -17,17 +17,22 @@ from torch import Tensor
 from gpstudy import generators as draws
 from gpstudy.methods import Method, Problem, build_method
 from gpstudy.numerics import DTYPES
-from gpstudy.training.optim import adam
 from gpstudy.study.settings import RunSettings, run_settings
 from gpstudy.training.fit import BatchSampler, train_iteration
+from gpstudy.training.optim import adam
 from gpstudy.training.run import initial_kernel, initial_likelihood, method_config
 
 N, D, BATCH, M, HIDDEN, CLASSES = 48, 3, 16, 6, 10, 3  # a probe's points, inputs, minibatch, M, RFE units, classes
 RFE = {"hidden_units": HIDDEN}  # the RFE network's size in a probe
 IMAGE_SHAPE = [1, 4, 4]  # the NTK's probe images (C, H, W)
-TINY_NTK = {"network": "ntk", "hidden_units": 4, "objective": "elbo", "kernel": "cnngp",
-            "kernel_options": {"image_shape": IMAGE_SHAPE},
-            "network_options": {"filters": [2, 2], "strides": [1, 2], "dense_units": 8}}
+TINY_NTK = {
+    "network": "ntk",
+    "hidden_units": 4,
+    "objective": "elbo",
+    "kernel": "cnngp",
+    "kernel_options": {"image_shape": IMAGE_SHAPE},
+    "network_options": {"filters": [2, 2], "strides": [1, 2], "dense_units": 8},
+}
 CLASSES_OPTIONS = {"likelihood_options": {"classes": CLASSES}}
 FIXED_PRIOR = {"online_hyperparameters": False, "learn_inducing_inputs": False, "inducing_init": "training_points"}
 AUTOGP_SMALL = {"likelihood": "softmax", **CLASSES_OPTIONS, "samples": 2, "variational_phase": 1}
@@ -49,28 +54,34 @@ PROBES: dict[str, Probe] = {  # name -> probe; every method and variant of confi
     "svgp_fixed_prior": Probe("svgp", "regression", FIXED_PRIOR),
     "svgp_bernoulli": Probe("svgp", "binary", {"likelihood": "bernoulli"}),
     "svgp_softmax": Probe("svgp", "classes", {"likelihood": "softmax", **CLASSES_OPTIONS}),
-    "svgp_robustmax_fixed_prior": Probe("svgp", "classes", {"likelihood": "robustmax", **CLASSES_OPTIONS,
-                                                            **FIXED_PRIOR}),
+    "svgp_robustmax_fixed_prior": Probe(
+        "svgp", "classes", {"likelihood": "robustmax", **CLASSES_OPTIONS, **FIXED_PRIOR}
+    ),
     "gpnet": Probe("gpnet", "regression", RFE),
     "gpnet_online_noisy": Probe("gpnet", "regression", {**RFE, "online_hyperparameters": True, "measurement": "noisy"}),
     "gpnet_box": Probe("gpnet", "regression", {**RFE, "measurement": "box", "box": [[-2.0] * D, [2.0] * D]}),
     "gpnet_elbo_bernoulli": Probe("gpnet", "binary", {**RFE, "objective": "elbo", "likelihood": "bernoulli"}),
     "gpnet_mixed_precision": Probe("gpnet", "regression", {**RFE, "dtype": "mixed"}),
-    "gpnet_ntk_softmax": Probe("gpnet", "images", {**TINY_NTK, "likelihood": "softmax", **CLASSES_OPTIONS},
-                               splits=1),
+    "gpnet_ntk_softmax": Probe("gpnet", "images", {**TINY_NTK, "likelihood": "softmax", **CLASSES_OPTIONS}, splits=1),
     "fbnn": Probe("fbnn", "regression", RFE),
     "fbnn_online_batch": Probe("fbnn", "regression", {**RFE, "online_hyperparameters": True}),
     "fbnn_mixed_precision": Probe("fbnn", "regression", {**RFE, "dtype": "mixed"}),
-    "fbnn_online_measurement_set": Probe("fbnn", "regression", {**RFE, "online_hyperparameters": True,
-                                                                "hyperparameter_objective": "measurement_set"}),
-    "fbnn_ntk_robustmax": Probe("fbnn", "images", {**{k: v for k, v in TINY_NTK.items() if k != "objective"},
-                                                   "likelihood": "robustmax", **CLASSES_OPTIONS}, splits=1),
+    "fbnn_online_measurement_set": Probe(
+        "fbnn", "regression", {**RFE, "online_hyperparameters": True, "hyperparameter_objective": "measurement_set"}
+    ),
+    "fbnn_ntk_robustmax": Probe(
+        "fbnn",
+        "images",
+        {**{k: v for k, v in TINY_NTK.items() if k != "objective"}, "likelihood": "robustmax", **CLASSES_OPTIONS},
+        splits=1,
+    ),
     "odvgp": Probe("odvgp", "regression", {"mean_basis": 2 * M}),
     "orth": Probe("orth", "regression", {"mean_basis": 2 * M}),
     "orthnat": Probe("orthnat", "regression", {"mean_basis": 2 * M}),
     "autogp": Probe("autogp", "classes", AUTOGP_SMALL),
-    "autogp_mixture_bernoulli": Probe("autogp", "binary", {"likelihood": "bernoulli", "samples": 2,
-                                                           "components": 2, "covariance": "diagonal"}),
+    "autogp_mixture_bernoulli": Probe(
+        "autogp", "binary", {"likelihood": "bernoulli", "samples": 2, "components": 2, "covariance": "diagonal"}
+    ),
     "autogp_loo": Probe("autogp_loo", "classes", {**AUTOGP_SMALL, "loo_phase": 1}),
     "autogp_arccos": Probe("autogp_arccos", "classes", AUTOGP_SMALL),
 }
@@ -92,8 +103,9 @@ class ProbeRun:
         """Train iterations ``steps`` (as ``fit`` does, without evaluation); the last loss."""
         loss = None
         for step in steps:
-            loss = train_iteration(self.method, self.optimizer, self.sampler, self.x_train, self.y_train, step,
-                                   self.generators)
+            loss = train_iteration(
+                self.method, self.optimizer, self.sampler, self.x_train, self.y_train, step, self.generators
+            )
         return loss
 
 
@@ -124,15 +136,24 @@ def build_probe(name: str, config: dict, device: torch.device | str) -> ProbeRun
     its data follow and its generators stay on the CPU (``gpstudy.generators.new_generators``)."""
     probe, device = PROBES[name], torch.device(device)
     build_on = torch.device("cpu") if device.type == "meta" else device
-    settings = run_settings(config, None, method=probe.method, M=M, batch_size=BATCH, device=str(build_on),
-                            **probe.changes)
+    settings = run_settings(
+        config, None, method=probe.method, M=M, batch_size=BATCH, device=str(build_on), **probe.changes
+    )
     x, y = (t.to(device=build_on, dtype=DTYPES[settings.dtype][0]) for t in probe_data(probe.data, probe.splits))
     generators = draws.new_generators(range(probe.splits), build_on)
     kernel = initial_kernel(settings, x.shape[-1], (probe.splits,))
     likelihood = initial_likelihood(settings, (probe.splits,))
-    config_of_method = method_config(settings, N, np.zeros((probe.splits, x.shape[-1])),
-                                     np.ones((probe.splits, x.shape[-1])))
+    config_of_method = method_config(
+        settings, N, np.zeros((probe.splits, x.shape[-1])), np.ones((probe.splits, x.shape[-1]))
+    )
     method = build_method(settings.method, Problem(x, y, kernel, likelihood, generators), config_of_method).to(device)
     x, y = x.to(device), y.to(device)
-    return ProbeRun(settings, method, x, y, generators, adam(method.adam_parameters(), settings.lr, device),
-                    BatchSampler(N, BATCH, generators, device))
+    return ProbeRun(
+        settings,
+        method,
+        x,
+        y,
+        generators,
+        adam(method.adam_parameters(), settings.lr, device),
+        BatchSampler(N, BATCH, generators, device),
+    )

@@ -25,8 +25,17 @@ aten = torch.ops.aten
 MANTISSA_BITS = 10  # TF32's stored mantissa bits (float32: 23)
 DROPPED_BITS = 23 - MANTISSA_BITS  # the low mantissa bits of a float32 that TF32 drops
 # each matrix product of the dispatcher -> the positions of its two multiplied operands
-PRODUCT_OPERANDS = {aten.mm: (0, 1), aten.bmm: (0, 1), aten.mv: (0, 1), aten.dot: (0, 1), aten.addmm: (1, 2),
-                    aten.baddbmm: (1, 2), aten.addbmm: (1, 2), aten.addmv: (1, 2), aten._addmm_activation: (1, 2)}
+PRODUCT_OPERANDS = {
+    aten.mm: (0, 1),
+    aten.bmm: (0, 1),
+    aten.mv: (0, 1),
+    aten.dot: (0, 1),
+    aten.addmm: (1, 2),
+    aten.baddbmm: (1, 2),
+    aten.addbmm: (1, 2),
+    aten.addmv: (1, 2),
+    aten._addmm_activation: (1, 2),
+}
 
 
 def round_to_tf32(x: Tensor) -> Tensor:
@@ -63,12 +72,20 @@ def study_split(config: dict, dataset: str, split: int, raw: Path) -> Split:
     """Split ``split`` of ``dataset`` as the study ``config`` makes it (``gpstudy.data.split_of_table`` with the
     data set's plan), from the raw files in the folder ``raw``."""
     plan, data = data_plan(config, dataset), get_dataset(dataset)
-    return split_of_table(data, plan.protocol, split, read_table(data, plan.protocol, raw), raw=raw,
-                          seed=config["seed"], **plan.split_options())
+    return split_of_table(
+        data,
+        plan.protocol,
+        split,
+        read_table(data, plan.protocol, raw),
+        raw=raw,
+        seed=config["seed"],
+        **plan.split_options(),
+    )
 
 
-def train_with_and_without_tf32(splits: dict[int, Split], settings: RunSettings, folder: Path
-                                ) -> tuple[dict[str, dict[int, dict]], int]:
+def train_with_and_without_tf32(
+    splits: dict[int, Split], settings: RunSettings, folder: Path
+) -> tuple[dict[str, dict[int, dict]], int]:
     """``settings``' method trained on ``splits`` twice from the same start (hyperparameters pretrained once
     where the settings say so), as a run trains (``gpstudy.training.run.train_splits``, its files in
     ``folder``/float32 and ``folder``/tf32): with float32 products as the CPU makes them, and under
@@ -77,6 +94,11 @@ def train_with_and_without_tf32(splits: dict[int, Split], settings: RunSettings,
     emulation, results = EmulatedTF32(), {}
     for way, mode in (("float32", contextlib.nullcontext()), ("tf32", emulation)):
         with mode:
-            results[way] = train_splits(splits, settings, {s: folder / way / f"split{s}" for s in splits},
-                                        folder / way / "checkpoint.pt", hyperparameters)
+            results[way] = train_splits(
+                splits,
+                settings,
+                {s: folder / way / f"split{s}" for s in splits},
+                folder / way / "checkpoint.pt",
+                hyperparameters,
+            )
     return results, emulation.products

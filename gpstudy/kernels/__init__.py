@@ -55,6 +55,17 @@ def build_kernel(
 
 
 __all__ = [
-    "CNNGP", "KERNELS", "RBF", "ArcCosine", "ArcCosineFeatures", "FeatureMap", "FourierFeatures", "Kernel",
-    "Matern32", "Matern52", "Stationary", "build_kernel", "feature_map_problem",
+    "CNNGP",
+    "KERNELS",
+    "RBF",
+    "ArcCosine",
+    "ArcCosineFeatures",
+    "FeatureMap",
+    "FourierFeatures",
+    "Kernel",
+    "Matern32",
+    "Matern52",
+    "Stationary",
+    "build_kernel",
+    "feature_map_problem",
 ]

@@ -46,8 +46,10 @@ class ArcCosine(Kernel):
     """
 
     options_schema: ClassVar[dict[str, Any]] = {
-        "type": "object", "additionalProperties": False,
-        "properties": {"degree": {"enum": list(DEGREES)}, "depth": {"type": "integer", "minimum": 1}}}
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"degree": {"enum": list(DEGREES)}, "depth": {"type": "integer", "minimum": 1}},
+    }
 
     def __init__(
         self,
@@ -104,6 +106,8 @@ class ArcCosine(Kernel):
         """Random features of the depth-1 kernel, omega ~ N(0, I) (Cho & Saul, 2009, eq. 1)."""
         options = cls.resolved_options(options)
         if options["depth"] != 1:
-            raise ValueError(f"ArcCosine of depth {options['depth']} has no random-feature map: only depth 1 is "
-                             "an expectation over one layer of random weights")
+            raise ValueError(
+                f"ArcCosine of depth {options['depth']} has no random-feature map: only depth 1 is "
+                "an expectation over one layer of random weights"
+            )
         return ArcCosineFeatures(options["degree"])

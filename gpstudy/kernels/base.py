@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from gpstudy.linalg import inverse_positive, positive
 from gpstudy.kernels.features import FeatureMap
+from gpstudy.linalg import inverse_positive, positive
 from gpstudy.numerics import DEFAULT_DTYPE
 
 
@@ -29,7 +29,10 @@ class Kernel(nn.Module):
     """
 
     options_schema: ClassVar[dict[str, Any]] = {  # JSON schema of the options a config may pass
-        "type": "object", "additionalProperties": False, "properties": {}}
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {},
+    }
 
     def __init__(
         self,

@@ -36,8 +36,10 @@ def relu_expectation(cov: Tensor, var1: Tensor, var2: Tensor) -> Tensor:
 
 def _pair_relu(maps1: list[Tensor], maps2: list[Tensor], first: Tensor, second: Tensor) -> Relu:
     """The ReLUs of image pairs (first_p, second_p), from each image's recorded variance maps."""
+
     def relu(cov: Tensor, index: int) -> Tensor:
         return relu_expectation(cov, maps1[index][first], maps2[index][second])
+
     return relu
 
 
@@ -83,13 +85,15 @@ class CNNGP(Kernel):
     """
 
     options_schema: ClassVar[dict[str, Any]] = {
-        "type": "object", "additionalProperties": False,
+        "type": "object",
+        "additionalProperties": False,
         "properties": {
             "image_shape": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 3, "maxItems": 3},
             "blocks": {"type": "integer", "minimum": 0},
             "patch": {"enum": list(PATCH_MODES)},
             "pairs_per_chunk": {"type": "integer", "minimum": 1},
-        }}
+        },
+    }
 
     def __init__(
         self,
@@ -113,8 +117,12 @@ class CNNGP(Kernel):
 
     @property
     def options(self) -> dict[str, Any]:
-        return {"image_shape": list(self.image_shape), "blocks": self.blocks, "patch": self.patch,
-                "pairs_per_chunk": self.pairs_per_chunk}
+        return {
+            "image_shape": list(self.image_shape),
+            "blocks": self.blocks,
+            "patch": self.patch,
+            "pairs_per_chunk": self.pairs_per_chunk,
+        }
 
     def _images(self, x: Tensor) -> Tensor:
         """x / l ``[..., n, D]`` as images ``[..., n, C, H, W]``."""
@@ -150,12 +158,13 @@ class CNNGP(Kernel):
 
         return maps, self._network(self._first_conv(images, images), relu)
 
-    def _cross(self, images1: Tensor, images2: Tensor, maps1: list[Tensor], maps2: list[Tensor],
-               first: Tensor, second: Tensor) -> Tensor:
+    def _cross(
+        self, images1: Tensor, images2: Tensor, maps1: list[Tensor], maps2: list[Tensor], first: Tensor, second: Tensor
+    ) -> Tensor:
         """k(images1[first_p], images2[second_p]) ``[P]`` without s2, in chunks of ``pairs_per_chunk`` pairs."""
         values = []
         for start in range(0, len(first), self.pairs_per_chunk):
-            i, j = first[start:start + self.pairs_per_chunk], second[start:start + self.pairs_per_chunk]
+            i, j = first[start : start + self.pairs_per_chunk], second[start : start + self.pairs_per_chunk]
             relu = _pair_relu(maps1, maps2, i, j)
             values.append(self._network(self._first_conv(images1[i], images2[j]), relu))
         return torch.cat(values) if values else first.new_zeros(0, dtype=images1.dtype)
@@ -173,12 +182,21 @@ class CNNGP(Kernel):
             maps, diagonal = self._diagonal(a)
             values = self._cross(a, a, maps, maps, (offset * n1 + i).flatten(), (offset * n1 + j).flatten())
             k = torch.arange(n1, device=a.device)
-            index = torch.cat([(offset * n1 * n1 + i * n1 + j).flatten(), (offset * n1 * n1 + j * n1 + i).flatten(),
-                               (offset * n1 * n1 + k * n1 + k).flatten()])
+            index = torch.cat(
+                [
+                    (offset * n1 * n1 + i * n1 + j).flatten(),
+                    (offset * n1 * n1 + j * n1 + i).flatten(),
+                    (offset * n1 * n1 + k * n1 + k).flatten(),
+                ]
+            )
             values = torch.cat([values, values, diagonal])
         else:
-            i, j = (grid.flatten() for grid in torch.meshgrid(torch.arange(n1, device=a.device),
-                                                               torch.arange(n2, device=a.device), indexing="ij"))
+            i, j = (
+                grid.flatten()
+                for grid in torch.meshgrid(
+                    torch.arange(n1, device=a.device), torch.arange(n2, device=a.device), indexing="ij"
+                )
+            )
             maps1, maps2 = self._diagonal(a)[0], self._diagonal(b)[0]
             values = self._cross(a, b, maps1, maps2, (offset * n1 + i).flatten(), (offset * n2 + j).flatten())
             index = (offset * n1 * n2 + i * n2 + j).flatten()

@@ -70,8 +70,11 @@ class _ScaledCosSin(torch.autograd.Function):
     @staticmethod
     def forward(ctx, projection: Tensor, scale: Tensor) -> Tensor:
         ctx.projection_shape = projection.shape
-        if (torch.compiler.is_compiling() or scale.shape[:-2] != projection.shape[:-2]
-                or projection.numel() < WRITE_HALVES_FROM):
+        if (
+            torch.compiler.is_compiling()
+            or scale.shape[:-2] != projection.shape[:-2]
+            or projection.numel() < WRITE_HALVES_FROM
+        ):
             # inductor fuses these into one pass (it refuses out= into a slice); a batch to broadcast; a small map
             features = scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
         else:  # cos and sin written into their halves, then scaled in place

@@ -19,8 +19,9 @@ LIKELIHOODS: dict[str, type[Likelihood]] = {  # every likelihood by name; tests 
 }
 
 
-def build_likelihood(name: str, options: dict[str, Any], dtype: torch.dtype = DEFAULT_DTYPE,
-                     batch_shape: tuple[int, ...] = ()) -> Likelihood:
+def build_likelihood(
+    name: str, options: dict[str, Any], dtype: torch.dtype = DEFAULT_DTYPE, batch_shape: tuple[int, ...] = ()
+) -> Likelihood:
     """The likelihood registered as ``name``, built from ``options`` (its ``options_schema``).
 
     Args:
@@ -34,5 +35,4 @@ def build_likelihood(name: str, options: dict[str, Any], dtype: torch.dtype = DE
     return LIKELIHOODS[name](**options, dtype=dtype, batch_shape=batch_shape)
 
 
-__all__ = ["LIKELIHOODS", "Bernoulli", "GaussianLikelihood", "Likelihood", "RobustMax", "Softmax",
-           "build_likelihood"]
+__all__ = ["LIKELIHOODS", "Bernoulli", "GaussianLikelihood", "Likelihood", "RobustMax", "Softmax", "build_likelihood"]

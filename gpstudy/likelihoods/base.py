@@ -45,18 +45,21 @@ class Likelihood(nn.Module):
         """log p(y | f) elementwise ``[*batch, n]``."""
         raise NotImplementedError
 
-    def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor,
-                          generators: draws.Generators | None = None) -> Tensor:
+    def expected_log_prob(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """E_{N(f | mean, var)} log p(y | f) ``[*batch, n]``: the data term of a variational ELBO."""
         raise NotImplementedError
 
-    def log_predictive_density(self, y: Tensor, mean: Tensor, var: Tensor,
-                               generators: draws.Generators | None = None) -> Tensor:
+    def log_predictive_density(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """log int p(y | f) N(f | mean, var) df ``[*batch, n]``: the test log-likelihood of a point."""
         raise NotImplementedError
 
-    def predictive(self, mean: Tensor, var: Tensor,
-                   generators: draws.Generators | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    def predictive(
+        self, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """The predictive distribution of y: its moments (regression) or class probabilities
         (classification), see the subclass."""
         raise NotImplementedError
@@ -102,5 +105,7 @@ def normal_quadrature(points: int, like: Tensor) -> tuple[Tensor, Tensor]:
 def _hermite(points: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
     """``normal_quadrature``'s nodes and weights (computed in float64, then cast), once per argument."""
     nodes, weights = np.polynomial.hermite.hermgauss(points)  # int e^{-x^2} g(x) dx ~ sum_i weights_i g(nodes_i)
-    return (torch.as_tensor(nodes * math.sqrt(2), dtype=dtype, device=device),
-            torch.as_tensor(weights / math.sqrt(math.pi), dtype=dtype, device=device))
+    return (
+        torch.as_tensor(nodes * math.sqrt(2), dtype=dtype, device=device),
+        torch.as_tensor(weights / math.sqrt(math.pi), dtype=dtype, device=device),
+    )

@@ -23,8 +23,7 @@ class Bernoulli(Likelihood):
     """
 
     task: ClassVar[str] = "classification"
-    options_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {},
-                                                "additionalProperties": False}
+    options_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}, "additionalProperties": False}
 
     def __init__(self, dtype: torch.dtype = DEFAULT_DTYPE, batch_shape: tuple[int, ...] = ()):
         super().__init__()
@@ -47,19 +46,20 @@ class Bernoulli(Likelihood):
         f = mean.unsqueeze(-1) + var.sqrt().unsqueeze(-1) * nodes
         return self.log_prob(y.unsqueeze(-1), f), weights
 
-    def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor,
-                          generators: draws.Generators | None = None) -> Tensor:
+    def expected_log_prob(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """E_{N(f | mean, var)} log sigmoid((2y - 1) f) ``[*batch, n]``, by quadrature."""
         log_p, weights = self._quadrature(y, mean, var)
         return (log_p * weights).sum(-1)
 
-    def log_predictive_density(self, y: Tensor, mean: Tensor, var: Tensor,
-                               generators: draws.Generators | None = None) -> Tensor:
+    def log_predictive_density(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """log int sigmoid((2y - 1) f) N(f | mean, var) df ``[*batch, n]``, by quadrature (logsumexp)."""
         log_p, weights = self._quadrature(y, mean, var)
         return (log_p + weights.log()).logsumexp(-1)
 
-    def predictive(self, mean: Tensor, var: Tensor,
-                   generators: draws.Generators | None = None) -> Tensor:
+    def predictive(self, mean: Tensor, var: Tensor, generators: draws.Generators | None = None) -> Tensor:
         """P(y = 1) = int sigmoid(f) N(f | mean, var) df ``[*batch, n]``."""
         return self.log_predictive_density(torch.ones_like(mean), mean, var).exp()

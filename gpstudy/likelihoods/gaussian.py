@@ -7,8 +7,8 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.linalg import inverse_positive, positive
 from gpstudy.likelihoods.base import Likelihood
+from gpstudy.linalg import inverse_positive, positive
 from gpstudy.numerics import DEFAULT_DTYPE
 
 
@@ -32,8 +32,9 @@ class GaussianLikelihood(Likelihood):
         "additionalProperties": False,
     }
 
-    def __init__(self, noise_variance: float = 0.1, dtype: torch.dtype = DEFAULT_DTYPE,
-                 batch_shape: tuple[int, ...] = ()):
+    def __init__(
+        self, noise_variance: float = 0.1, dtype: torch.dtype = DEFAULT_DTYPE, batch_shape: tuple[int, ...] = ()
+    ):
         super().__init__()
         noise_variance = torch.as_tensor(noise_variance, dtype=dtype).expand(batch_shape).clone()
         self.raw_noise_variance = nn.Parameter(inverse_positive(noise_variance))
@@ -52,20 +53,23 @@ class GaussianLikelihood(Likelihood):
         noise = self._noise()
         return -0.5 * (math.log(2 * math.pi) + noise.log() + (y - f).square() / noise)
 
-    def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor,
-                          generators: draws.Generators | None = None) -> Tensor:
+    def expected_log_prob(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """E_{N(f | mean, var)} log N(y | f, sigma^2) in closed form, elementwise, shape of ``y``:
         -(log(2 pi sigma^2) + ((y - mean)^2 + var) / sigma^2) / 2."""
         noise = self._noise()
         return -0.5 * (math.log(2 * math.pi) + noise.log() + ((y - mean).square() + var) / noise)
 
-    def log_predictive_density(self, y: Tensor, mean: Tensor, var: Tensor,
-                               generators: draws.Generators | None = None) -> Tensor:
+    def log_predictive_density(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """log N(y | mean, var + sigma^2) elementwise, shape of ``y``."""
         total = var + self._noise()
         return -0.5 * (math.log(2 * math.pi) + total.log() + (y - mean).square() / total)
 
-    def predictive(self, mean: Tensor, var: Tensor,
-                   generators: draws.Generators | None = None) -> tuple[Tensor, Tensor]:
+    def predictive(
+        self, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Moments of y from those of f: (mean, var + sigma^2)."""
         return mean, var + self._noise()

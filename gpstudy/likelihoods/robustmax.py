@@ -14,7 +14,7 @@ from gpstudy.numerics import DEFAULT_DTYPE
 
 EPSILON = 1e-3  # probability of a label other than the arg-max (GPflow's default)
 QUADRATURE_POINTS = 20  # Gauss-Hermite nodes over the label's latent (GPflow's default): P(argmax) within
-                        # 4e-4 (C = 10) where a point's latent stds are within a factor 1.8, 3e-3 within 3.2
+# 4e-4 (C = 10) where a point's latent stds are within a factor 1.8, 3e-3 within 3.2
 
 
 class RobustMax(MultiClassLikelihood):
@@ -46,8 +46,14 @@ class RobustMax(MultiClassLikelihood):
         "additionalProperties": False,
     }
 
-    def __init__(self, classes: int, epsilon: float = EPSILON, quadrature_points: int = QUADRATURE_POINTS,
-                 dtype: torch.dtype = DEFAULT_DTYPE, batch_shape: tuple[int, ...] = ()):
+    def __init__(
+        self,
+        classes: int,
+        epsilon: float = EPSILON,
+        quadrature_points: int = QUADRATURE_POINTS,
+        dtype: torch.dtype = DEFAULT_DTYPE,
+        batch_shape: tuple[int, ...] = (),
+    ):
         super().__init__(classes)
         self.epsilon = epsilon
         self.quadrature_points = quadrature_points
@@ -76,22 +82,24 @@ class RobustMax(MultiClassLikelihood):
         index, is_label = self.class_index(y)
         label = index.unsqueeze(-1)  # [*batch, n, 1]
         std = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()  # [*batch, n, C]
-        f_label = (torch.take_along_dim(mean, label, -1)
-                   + torch.take_along_dim(std, label, -1) * nodes)  # [*batch, n, Q]
+        f_label = torch.take_along_dim(mean, label, -1) + torch.take_along_dim(std, label, -1) * nodes  # [*batch, n, Q]
         cdf = torch.special.ndtr((f_label.unsqueeze(-1) - mean.unsqueeze(-2)) / std.unsqueeze(-2))  # [*, n, Q, C]
         is_label_class = torch.arange(self.classes, device=mean.device) == label  # [*batch, n, C]
         cdf = torch.where(is_label_class.unsqueeze(-2), torch.ones_like(cdf), cdf)
         return (cdf.prod(-1) @ weights).where(is_label, torch.nan)
 
-    def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor,
-                          generators: draws.Generators | None = None) -> Tensor:
+    def expected_log_prob(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """log(1 - epsilon) P + log(epsilon / (C - 1)) (1 - P) ``[*batch, n]``, P = P(argmax = y)."""
         probability = self.probability_is_largest(y, mean, var)
-        return (math.log(1 - self.epsilon) * probability
-                + math.log(self.epsilon / (self.classes - 1)) * (1 - probability))
+        return math.log(1 - self.epsilon) * probability + math.log(self.epsilon / (self.classes - 1)) * (
+            1 - probability
+        )
 
-    def log_predictive_density(self, y: Tensor, mean: Tensor, var: Tensor,
-                               generators: draws.Generators | None = None) -> Tensor:
+    def log_predictive_density(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """log((1 - epsilon) P + epsilon / (C - 1) (1 - P)) ``[*batch, n]``, P = P(argmax = y)."""
         return self._label_probability(self.probability_is_largest(y, mean, var)).log()
 
@@ -99,6 +107,8 @@ class RobustMax(MultiClassLikelihood):
         """Class probabilities (1 - epsilon) P_c + epsilon / (C - 1) (1 - P_c) ``[*batch, n, C]``,
         P_c = P(argmax = c), one quadrature per class (holding ``[*batch, n, C, Q, C]`` values)."""
         classes = torch.arange(self.classes, device=mean.device).expand(*mean.shape)  # [*batch, n, C]
-        every = (mean.unsqueeze(-2).expand(*mean.shape, self.classes),
-                 var.unsqueeze(-2).expand(*var.shape, self.classes))  # [*batch, n, C, C]: the latents per class
+        every = (
+            mean.unsqueeze(-2).expand(*mean.shape, self.classes),
+            var.unsqueeze(-2).expand(*var.shape, self.classes),
+        )  # [*batch, n, C, C]: the latents per class
         return self._label_probability(self.probability_is_largest(classes, *every))

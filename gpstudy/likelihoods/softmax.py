@@ -40,8 +40,14 @@ class Softmax(MultiClassLikelihood):
         "additionalProperties": False,
     }
 
-    def __init__(self, classes: int, num_samples: int = 1, predictive_samples: int = PREDICTIVE_SAMPLES,
-                 dtype: torch.dtype = DEFAULT_DTYPE, batch_shape: tuple[int, ...] = ()):
+    def __init__(
+        self,
+        classes: int,
+        num_samples: int = 1,
+        predictive_samples: int = PREDICTIVE_SAMPLES,
+        dtype: torch.dtype = DEFAULT_DTYPE,
+        batch_shape: tuple[int, ...] = (),
+    ):
         super().__init__(classes)
         self.num_samples = num_samples
         self.predictive_samples = predictive_samples
@@ -53,24 +59,27 @@ class Softmax(MultiClassLikelihood):
         log_p = torch.take_along_dim(f.log_softmax(-1), index.unsqueeze(-1), dim=-1).squeeze(-1)
         return log_p.where(is_label, torch.nan)
 
-    def _sample(self, mean: Tensor, var: Tensor, generators: draws.Generators | None,
-                num_samples: int) -> Tensor:
+    def _sample(self, mean: Tensor, var: Tensor, generators: draws.Generators | None, num_samples: int) -> Tensor:
         """f = mean + sqrt(var) eps ``[*batch, num_samples, n, C]`` for ``[*batch, n, C]`` moments."""
         if generators is None:
-            raise ValueError("the softmax likelihood integrates by Monte Carlo: pass generators "
-                             "(one torch.Generator, or one per split; see gpstudy.generators)")
+            raise ValueError(
+                "the softmax likelihood integrates by Monte Carlo: pass generators "
+                "(one torch.Generator, or one per split; see gpstudy.generators)"
+            )
         split = len(draws.batch_shape(generators))
         eps = draws.randn((*mean.shape[split:-2], num_samples, *mean.shape[-2:]), generators, like=mean)
         return mean.unsqueeze(-3) + var.sqrt().unsqueeze(-3) * eps
 
-    def expected_log_prob(self, y: Tensor, mean: Tensor, var: Tensor,
-                          generators: draws.Generators | None = None) -> Tensor:
+    def expected_log_prob(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """(1 / S) sum_s log softmax(f_s)_y ``[*batch, n]``, S = ``num_samples``."""
         f = self._sample(mean, var, generators, self.num_samples)
         return self.log_prob(y.unsqueeze(-2), f).mean(-2)
 
-    def log_predictive_density(self, y: Tensor, mean: Tensor, var: Tensor,
-                               generators: draws.Generators | None = None) -> Tensor:
+    def log_predictive_density(
+        self, y: Tensor, mean: Tensor, var: Tensor, generators: draws.Generators | None = None
+    ) -> Tensor:
         """log (1 / S) sum_s softmax(f_s)_y ``[*batch, n]``, S = ``predictive_samples``."""
         f = self._sample(mean, var, generators, self.predictive_samples)
         return self.log_prob(y.unsqueeze(-2), f).logsumexp(-2) - math.log(self.predictive_samples)

@@ -93,8 +93,10 @@ class FactorChecks:
         failed = [info != 0 for info in self.infos]
         if lost is not None:
             kept = ~lost | lost.all()
-            failed = [each & kept.reshape(-1, *[1] * (each.dim() - 1)) if each.shape[:1] == lost.shape else each
-                      for each in failed]
+            failed = [
+                each & kept.reshape(-1, *[1] * (each.dim() - 1)) if each.shape[:1] == lost.shape else each
+                for each in failed
+            ]
         with deliberate():
             return bool(torch.cat([each.reshape(-1) for each in failed]).any())
 
@@ -152,8 +154,14 @@ def cholesky(matrix: Tensor) -> Tensor:
             if not retry.any():
                 break
             tried = numerics.JITTER * 10.0**attempt
-            logger.warning("Cholesky of %d of %d matrices (%d x %d) failed; retrying them with jitter %.1e",
-                           int(retry.sum()), retry.numel(), size, size, tried)
+            logger.warning(
+                "Cholesky of %d of %d matrices (%d x %d) failed; retrying them with jitter %.1e",
+                int(retry.sum()),
+                retry.numel(),
+                size,
+                size,
+                tried,
+            )
             jitter = torch.where(retry, tried, jitter)
             retry = (blocked.cholesky_ex(add_diagonal(matrix.detach(), jitter))[1] > 0) & ~lost
         failed = retry | lost
@@ -174,8 +182,6 @@ def jittered_scale_tril(matrix: Tensor) -> Tensor:
 def kernel_scale_tril(kernel: Callable[[Tensor], Tensor], inputs: Tensor) -> Tensor:
     """L with L L^T = K(inputs) + jitter ``[..., m, m]``: the factor of the prior over inducing values u = f(inputs)."""
     return cholesky(add_jitter_(kernel(inputs)))
-
-
 
 
 def solve_lower(chol: Tensor, rhs: Tensor) -> Tensor:

@@ -57,8 +57,11 @@ class _ScaleTril(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> Tensor:
         (raw,) = ctx.saved_tensors
         grad_raw = grad.tril(-1)
-        grad_raw.diagonal(dim1=-2, dim2=-1).copy_(torch.ops.aten.softplus_backward(
-            grad.diagonal(dim1=-2, dim2=-1), raw.diagonal(dim1=-2, dim2=-1), SOFTPLUS_BETA, SOFTPLUS_THRESHOLD))
+        grad_raw.diagonal(dim1=-2, dim2=-1).copy_(
+            torch.ops.aten.softplus_backward(
+                grad.diagonal(dim1=-2, dim2=-1), raw.diagonal(dim1=-2, dim2=-1), SOFTPLUS_BETA, SOFTPLUS_THRESHOLD
+            )
+        )
         return grad_raw
 
 

@@ -3,7 +3,6 @@
 import torch
 from torch import Tensor
 
-
 HALVES_FROM = 128  # rows of F from which F F^T is computed by row halves; below it one product launches less
 
 
@@ -21,8 +20,9 @@ def symmetric_product(factor: Tensor, upper_triangular: bool = False, alpha: flo
         return product.tril() + product.tril(-1).mT
     rows = factor.shape[-2]
     product = factor.new_empty((*factor.shape[:-1], rows))  # returned itself, not a view (``add_jitter_``'s)
-    symmetric_product_into(factor.reshape(-1, rows, factor.shape[-1]), product.view(-1, rows, rows), upper_triangular,
-                            alpha)
+    symmetric_product_into(
+        factor.reshape(-1, rows, factor.shape[-1]), product.view(-1, rows, rows), upper_triangular, alpha
+    )
     return product
 
 

@@ -28,8 +28,9 @@ def build_method(name: str, problem: Problem, config: MethodConfig) -> Method:
     return METHODS[name](problem, config)
 
 
-def pairing_problems(method: str, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any],
-                     likelihood: str) -> list[str]:
+def pairing_problems(
+    method: str, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any], likelihood: str
+) -> list[str]:
     """What keeps method ``method`` (of ``METHODS``) with its ``options`` from training with kernel ``kernel``
     (of ``gpstudy.kernels.KERNELS``) built with ``kernel_options`` and likelihood ``likelihood`` (of
     ``gpstudy.likelihoods.LIKELIHOODS``), each problem naming both sides; [] where they fit.
@@ -48,8 +49,10 @@ def pairing_problems(method: str, options: Mapping[str, Any], kernel: str, kerne
         problems.append(f"options of method {method!r}: {error}")
     supported = declared.supported_likelihoods(options)
     if likelihood not in supported:
-        problems.append(f"method {method!r} (with these options) cannot train with likelihood {likelihood!r}; "
-                        f"it supports {', '.join(supported)}")
+        problems.append(
+            f"method {method!r} (with these options) cannot train with likelihood {likelihood!r}; "
+            f"it supports {', '.join(supported)}"
+        )
     return problems + declared.kernel_problems(options, kernel, kernel_options)
 
 
@@ -59,10 +62,25 @@ def compile_problem(method: str) -> str | None:
     needed = METHODS[method].compile_needs_torch
     if needed is None or TorchVersion(torch.__version__) >= needed:
         return None
-    return (f"training.torch_compile: true needs torch >= {needed} for method {method!r} (its compiled training fails "
-            f"before it: docs/installation.md), but torch {torch.__version__} is installed; upgrade torch, or set "
-            "training.torch_compile: false")
+    return (
+        f"training.torch_compile: true needs torch >= {needed} for method {method!r} (its compiled training fails "
+        f"before it: docs/installation.md), but torch {torch.__version__} is installed; upgrade torch, or set "
+        "training.torch_compile: false"
+    )
 
 
-__all__ = ["FBNN", "GPNet", "METHODS", "ODVGP", "SVGP", "AutoGP", "ExactGP", "Method", "MethodConfig", "Problem",
-           "build_method", "compile_problem", "pairing_problems"]
+__all__ = [
+    "FBNN",
+    "GPNet",
+    "METHODS",
+    "ODVGP",
+    "SVGP",
+    "AutoGP",
+    "ExactGP",
+    "Method",
+    "MethodConfig",
+    "Problem",
+    "build_method",
+    "compile_problem",
+    "pairing_problems",
+]

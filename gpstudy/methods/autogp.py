@@ -31,14 +31,21 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.linalg import (add_diagonal, cholesky, inverse_positive, jittered_scale_tril, positive, raw_of_scale_tril,
-                            scale_tril)
 from gpstudy.gaussian import cross_entropy, entropy, log_density
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import Likelihood
+from gpstudy.linalg import (
+    add_diagonal,
+    cholesky,
+    inverse_positive,
+    jittered_scale_tril,
+    positive,
+    raw_of_scale_tril,
+    scale_tril,
+)
 from gpstudy.methods.base import Method, MethodConfig
-from gpstudy.methods.problem import Problem
 from gpstudy.methods.inducing import kmeans_centres
+from gpstudy.methods.problem import Problem
 
 
 def is_loo_step(step: int, variational_phase: int, loo_phase: int) -> bool:
@@ -47,8 +54,9 @@ def is_loo_step(step: int, variational_phase: int, loo_phase: int) -> bool:
     return (step - 1) % (variational_phase + loo_phase) >= variational_phase
 
 
-def sample_log_prob(likelihood: Likelihood, y: Tensor, mean: Tensor, var: Tensor, samples: int,
-                    generators: draws.Generators) -> Tensor:
+def sample_log_prob(
+    likelihood: Likelihood, y: Tensor, mean: Tensor, var: Tensor, samples: int, generators: draws.Generators
+) -> Tensor:
     """log p(y_n | f_n^(k,s)) ``[*batch, K, S, n]`` at f = b + sqrt(sigma^2) eps, eps ~ N(0, 1) (eqs. 13-14;
     eq. 14 drops the square root, the authors' code has it).
 
@@ -70,16 +78,30 @@ def sample_log_prob(likelihood: Likelihood, y: Tensor, mean: Tensor, var: Tensor
     return likelihood.log_prob(ys, f).reshape(*batch, components, samples, n)
 
 
-def expected_log_prob(likelihood: Likelihood, y: Tensor, weights: Tensor, mean: Tensor, var: Tensor,
-                      samples: int, generators: draws.Generators) -> Tensor:
+def expected_log_prob(
+    likelihood: Likelihood,
+    y: Tensor,
+    weights: Tensor,
+    mean: Tensor,
+    var: Tensor,
+    samples: int,
+    generators: draws.Generators,
+) -> Tensor:
     """sum_k pi_k (1/S) sum_s log p(y_n | f_n^(k,s)) ``[*batch, n]`` (eq. 15); ``weights`` pi ``[*batch, K]``,
     the rest as ``sample_log_prob``."""
     log_p = sample_log_prob(likelihood, y, mean, var, samples, generators)
     return (weights.unsqueeze(-1) * log_p.mean(-2)).sum(-2)
 
 
-def leave_one_out(likelihood: Likelihood, y: Tensor, weights: Tensor, mean: Tensor, var: Tensor,
-                  samples: int, generators: draws.Generators) -> Tensor:
+def leave_one_out(
+    likelihood: Likelihood,
+    y: Tensor,
+    weights: Tensor,
+    mean: Tensor,
+    var: Tensor,
+    samples: int,
+    generators: draws.Generators,
+) -> Tensor:
     """log sum_k pi_k (1/S) sum_s 1 / p(y_n | f_n^(k,s)) ``[*batch, n]``, minus the LOO log predictive
     log p(y_n | D_-n) with q for p(f_n | D) (eqs. 16, 31), by logsumexp; arguments as ``expected_log_prob``.
 
@@ -116,12 +138,14 @@ def give_each_latent_its_kernel(kernel: Kernel, batch_dims: int, latents: int) -
         ValueError: the kernel already has a latent dimension (given to another AutoGP before).
     """
     if kernel.variance.dim() != batch_dims:
-        raise ValueError(f"the kernel's variance has shape {tuple(kernel.variance.shape)}, not the {batch_dims} split "
-                         "dimension(s) of the data: it already has one set of hyperparameters per latent")
+        raise ValueError(
+            f"the kernel's variance has shape {tuple(kernel.variance.shape)}, not the {batch_dims} split "
+            "dimension(s) of the data: it already has one set of hyperparameters per latent"
+        )
     for module in kernel.modules():
         for name, parameter in list(module.named_parameters(recurse=False)):
             value = parameter.detach().unsqueeze(batch_dims)
-            value = value.expand(*value.shape[:batch_dims], latents, *value.shape[batch_dims + 1:]).clone()
+            value = value.expand(*value.shape[:batch_dims], latents, *value.shape[batch_dims + 1 :]).clone()
             setattr(module, name, nn.Parameter(value, requires_grad=parameter.requires_grad))
 
 
@@ -163,22 +187,37 @@ class AutoGP(Method):
     options_schema = {
         "components": {"type": "integer", "minimum": 1, "description": "K, Gaussians in the mixture q(u)"},
         "covariance": {"enum": ["full", "diagonal"], "description": "the covariances S_kj of q(u)"},
-        "samples": {"type": "integer", "minimum": 1,
-                    "description": "S, Monte Carlo samples per point, component and latent (ELBO and LOO)"},
-        "variational_phase": {"type": "integer", "minimum": 1,
-                              "description": "iterations of each ELBO phase (paper: 100 epochs)"},
-        "loo_phase": {"type": "integer", "minimum": 0,
-                      "description": "iterations of each leave-one-out phase after it (0: no LOO)"},
+        "samples": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "S, Monte Carlo samples per point, component and latent (ELBO and LOO)",
+        },
+        "variational_phase": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "iterations of each ELBO phase (paper: 100 epochs)",
+        },
+        "loo_phase": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "iterations of each leave-one-out phase after it (0: no LOO)",
+        },
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and likelihood parameters"},
-        "latent_priors": {"enum": ["per_latent", "shared"],
-                          "description": "per_latent: each latent function its own kernel and inducing inputs "
-                                         "(paper eq. 4, authors' code) | shared: one kernel and one Z for all"},
-        "initial_covariance": {"enum": ["identity", "prior"],
-                               "description": "S_kj at the start, m = 0 either way: identity (paper appendix D.1, "
-                                              "authors' code) | prior (K_ZZ: q(u) = p(u))"},
-        "white_noise": {"type": "number", "minimum": 0,
-                        "description": "w added to K_ZZ and k(x, x), not K_Zx (the authors' kernels: RBF 0.01, "
-                                       "arc-cosine 1e-4)"},
+        "latent_priors": {
+            "enum": ["per_latent", "shared"],
+            "description": "per_latent: each latent function its own kernel and inducing inputs "
+            "(paper eq. 4, authors' code) | shared: one kernel and one Z for all",
+        },
+        "initial_covariance": {
+            "enum": ["identity", "prior"],
+            "description": "S_kj at the start, m = 0 either way: identity (paper appendix D.1, "
+            "authors' code) | prior (K_ZZ: q(u) = p(u))",
+        },
+        "white_noise": {
+            "type": "number",
+            "minimum": 0,
+            "description": "w added to K_ZZ and k(x, x), not K_Zx (the authors' kernels: RBF 0.01, arc-cosine 1e-4)",
+        },
     }
 
     @classmethod
@@ -210,8 +249,10 @@ class AutoGP(Method):
             raw_scale = raw_of_scale_tril(chol)
         else:
             raw_scale = inverse_positive(chol.diagonal(dim1=-2, dim2=-1))
-        self.raw_weights = nn.Parameter(inducing_inputs.new_zeros(shape[:-2]),  # pi = softmax, [*batch, K]
-                                        requires_grad=config.components > 1)  # K = 1: pi = 1, nothing to train
+        self.raw_weights = nn.Parameter(
+            inducing_inputs.new_zeros(shape[:-2]),  # pi = softmax, [*batch, K]
+            requires_grad=config.components > 1,
+        )  # K = 1: pi = 1, nothing to train
         self.q_mean = nn.Parameter(inducing_inputs.new_zeros(shape))  # m, [*batch, K, Q, M]
         self.raw_q_scale = nn.Parameter(raw_scale.clone())  # [*batch, K, Q, M, M] (full) or [*batch, K, Q, M]
 
@@ -297,8 +338,10 @@ class AutoGP(Method):
         mean, var = self.marginals(x_batch, detach_q=loo, chol_zz=chol_zz)
         data_scale = self.config.n_train / y_batch.shape[-1]  # N/n: both objectives on the full data's scale
         if loo:
-            return data_scale * leave_one_out(self.likelihood, y_batch, self.weights.detach(), mean, var,
-                                              self.config.samples, generators).sum(-1)
-        expected = expected_log_prob(self.likelihood, y_batch, self.weights, mean, var, self.config.samples,
-                                     generators).sum(-1)
+            return data_scale * leave_one_out(
+                self.likelihood, y_batch, self.weights.detach(), mean, var, self.config.samples, generators
+            ).sum(-1)
+        expected = expected_log_prob(
+            self.likelihood, y_batch, self.weights, mean, var, self.config.samples, generators
+        ).sum(-1)
         return -(data_scale * expected - self.kl_divergence(chol_zz))

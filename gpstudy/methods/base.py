@@ -8,9 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.linalg import add_jitter_
 from gpstudy.gaussian import kl_divergence_of_covariances
 from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood, Likelihood
+from gpstudy.linalg import add_jitter_
 from gpstudy.methods.measurement import SAMPLERS, build_measurement_sampler
 from gpstudy.methods.problem import Problem
 from gpstudy.nets import NETWORKS
@@ -131,8 +131,9 @@ def gaussian_likelihood(likelihood: Likelihood, needed_by: str) -> GaussianLikel
         ValueError: naming both, for any other likelihood.
     """
     if not isinstance(likelihood, GaussianLikelihood):
-        raise ValueError(f"{needed_by} needs the gaussian likelihood (its noise variance), not "
-                         f"{type(likelihood).__name__}")
+        raise ValueError(
+            f"{needed_by} needs the gaussian likelihood (its noise variance), not {type(likelihood).__name__}"
+        )
     return likelihood
 
 
@@ -194,20 +195,38 @@ class InferenceNetworkMethod(Method):
 
     options_schema = {
         "network": {"enum": sorted(NETWORKS), "description": "the inference network"},
-        "network_options": {"type": "object",
-                            "description": "the network's own options (its options_schema; ntk: image_shape, "
-                                           "filters, strides, dense_units, output_tanh)"},
-        "hidden_units": {"type": "integer", "minimum": 1,
-                         "description": "RFE: hidden units (frequencies) H; NTK: each head's hidden units K"},
-        "live_variance": {"type": "boolean",
-                          "description": "RFE: s2 follows the kernel's variance (else fixed at the prior's)"},
+        "network_options": {
+            "type": "object",
+            "description": "the network's own options (its options_schema; ntk: image_shape, "
+            "filters, strides, dense_units, output_tanh)",
+        },
+        "hidden_units": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "RFE: hidden units (frequencies) H; NTK: each head's hidden units K",
+        },
+        "live_variance": {
+            "type": "boolean",
+            "description": "RFE: s2 follows the kernel's variance (else fixed at the prior's)",
+        },
         "measurement": {"enum": sorted(SAMPLERS), "description": "the measurement-point sampler c(x)"},
-        "measurement_noise": {"type": "number", "exclusiveMinimum": 0,
-                              "description": "noisy c(x): noise std in lengthscales (appendix B.2: 1/sqrt 2)"},
-        "box": {"description": "box c(x): [[low, ...], [high, ...]] in the data's units",
-                "oneOf": [{"type": "null"},
-                          {"type": "array", "minItems": 2, "maxItems": 2,
-                           "items": {"type": "array", "items": {"type": "number"}, "minItems": 1}}]},
+        "measurement_noise": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "noisy c(x): noise std in lengthscales (appendix B.2: 1/sqrt 2)",
+        },
+        "box": {
+            "description": "box c(x): [[low, ...], [high, ...]] in the data's units",
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "array",
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "items": {"type": "array", "items": {"type": "number"}, "minItems": 1},
+                },
+            ],
+        },
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise during training"},
     }
 
@@ -216,8 +235,14 @@ class InferenceNetworkMethod(Method):
         self.learn_hyperparameters(config.online_hyperparameters)
         self.latent_dim = self.likelihood.latent_dim
         self.network = NETWORKS[config.network].build(
-            self.kernel, problem.generators, latent_dim=self.latent_dim, hidden_units=config.hidden_units,
-            live_variance=config.live_variance, options=config.network_options, feature_dtype=config.feature_dtype)
+            self.kernel,
+            problem.generators,
+            latent_dim=self.latent_dim,
+            hidden_units=config.hidden_units,
+            live_variance=config.live_variance,
+            options=config.network_options,
+            feature_dtype=config.feature_dtype,
+        )
         self.measurement_sampler = build_measurement_sampler(
             config.measurement, problem.x_train, self.kernel.lengthscale.detach() * config.measurement_noise, config.box
         )
@@ -237,8 +262,10 @@ class InferenceNetworkMethod(Method):
         network.check_options(options["network_options"])
         if LIKELIHOODS[likelihood].several_latents and not network.several_latents:
             several = ", ".join(name for name, net in NETWORKS.items() if net.several_latents)
-            raise ValueError(f"network {network.name!r} outputs one latent function, but likelihood {likelihood!r} "
-                             f"has one per class; choose a network with several latents: {several}")
+            raise ValueError(
+                f"network {network.name!r} outputs one latent function, but likelihood {likelihood!r} "
+                f"has one per class; choose a network with several latents: {several}"
+            )
 
     @classmethod
     def kernel_problems(cls, options: Mapping[str, Any], kernel: str, kernel_options: Mapping[str, Any]) -> list[str]:

@@ -4,10 +4,10 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.linalg import add_diagonal, add_jitter, cholesky
 from gpstudy.gaussian import condition, log_density
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.linalg import add_diagonal, add_jitter, cholesky
 from gpstudy.methods.base import Method, MethodConfig, gaussian_likelihood
 from gpstudy.methods.problem import Problem
 

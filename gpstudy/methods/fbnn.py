@@ -29,8 +29,10 @@ class FBNN(InferenceNetworkMethod):
     display_name = "FBNN"
     options_schema = {
         **InferenceNetworkMethod.options_schema,
-        "hyperparameter_objective": {"enum": list(HYPERPARAMETER_OBJECTIVES),
-                                     "description": "online hyperparameters: KL over Z (measurement_set) or X_B (batch)"},
+        "hyperparameter_objective": {
+            "enum": list(HYPERPARAMETER_OBJECTIVES),
+            "description": "online hyperparameters: KL over Z (measurement_set) or X_B (batch)",
+        },
     }
 
     @classmethod
@@ -46,8 +48,10 @@ class FBNN(InferenceNetworkMethod):
         if not (self.config.online_hyperparameters and self.config.hyperparameter_objective == "batch"):
             return -function_space_elbo(self.likelihood, y_batch, mean, cov, zeros, prior_cov, generators=generators)
         n = y_batch.shape[-1]  # the network on Z, the kernel on the batch's KL (q held fixed there)
-        network_loss = -function_space_elbo(self.likelihood, y_batch, mean, cov, zeros, prior_cov.detach(),
-                                            generators=generators)
-        batch_kl = function_space_kl(mean[..., :n].detach(), cov[..., :n, :n].detach(), zeros[..., :n],
-                                     prior_cov[..., :n, :n], self.latent_dim)
+        network_loss = -function_space_elbo(
+            self.likelihood, y_batch, mean, cov, zeros, prior_cov.detach(), generators=generators
+        )
+        batch_kl = function_space_kl(
+            mean[..., :n].detach(), cov[..., :n, :n].detach(), zeros[..., :n], prior_cov[..., :n, :n], self.latent_dim
+        )
         return network_loss + batch_kl

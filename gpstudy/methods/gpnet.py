@@ -9,12 +9,11 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.linalg import cholesky
 from gpstudy.gaussian import kl_divergence, tempered_prior, tempered_target
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
+from gpstudy.linalg import cholesky
 from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo, gaussian_likelihood
 from gpstudy.methods.problem import Problem
-
 
 BETA_SCHEDULES = {  # the time in beta_t = beta0 / (1 + xi sqrt(time)) at iteration t = 1, 2, ...
     "sqrt_t": lambda step: step,  # the paper (section 3.3)
@@ -70,8 +69,9 @@ def elbo_loss(likelihood: Likelihood, mean: Tensor, cov: Tensor, step: MirrorSte
     """
     tempered_mean, tempered_cov = tempered_prior(step.prior_cov, step.previous_mean, step.previous_cov, step.beta)
     data_scale = step.beta * step.n_train / step.y_batch.shape[-1]
-    return -function_space_elbo(likelihood, step.y_batch, mean, cov, tempered_mean, tempered_cov, data_scale,
-                                step.generators)
+    return -function_space_elbo(
+        likelihood, step.y_batch, mean, cov, tempered_mean, tempered_cov, data_scale, step.generators
+    )
 
 
 OBJECTIVES = {  # objective: (loss, whether q_gamma is trained at X_B too or at X_M only)
@@ -135,8 +135,9 @@ class GPNet(InferenceNetworkMethod):
             previous_mean = torch.cat([head_mean, mean.detach()], dim=-1)
             previous_cov = self.network.stacked_covariance(head_factor, factor.detach(), cov.detach())
         prior_cov = self.prior_covariance(inputs)  # K_ZZ
-        step_data = MirrorStep(y_batch, prior_cov.detach(), previous_mean, previous_cov, beta, self.config.n_train,
-                               generators)
+        step_data = MirrorStep(
+            y_batch, prior_cov.detach(), previous_mean, previous_cov, beta, self.config.n_train, generators
+        )
         loss = objective(self.likelihood, mean, cov, step_data)
         if self.config.online_hyperparameters:  # minibatch bound with q_t fixed (section 3.3)
             bound = function_space_elbo(

@@ -40,8 +40,10 @@ def kmeans(x: Tensor, num_centres: int, generators: draws.Generators) -> Tensor:
     """
     *batch, num_points, dim = x.shape
     if tuple(batch) != draws.batch_shape(generators):
-        raise ValueError(f"k-means of x {tuple(x.shape)} needs one generator per split: batch {tuple(batch)}, "
-                         f"generators {draws.batch_shape(generators)}")
+        raise ValueError(
+            f"k-means of x {tuple(x.shape)} needs one generator per split: batch {tuple(batch)}, "
+            f"generators {draws.batch_shape(generators)}"
+        )
     if not 1 <= num_centres <= num_points:
         raise ValueError(f"k-means needs 1 <= centres <= points: {num_centres} centres of {num_points} points")
     points = x.detach().reshape(-1, num_points, dim)  # [B, N, D]
@@ -124,8 +126,9 @@ def _closest_centre(x: Tensor, centres: Tensor) -> Tensor:
     rows = max(1, entries // (batch * centres.shape[-2]))
     squared_norms = centres.square().sum(-1).unsqueeze(-2)  # [B, 1, M]
     columns = centres.mT
-    return torch.cat([torch.baddbmm(squared_norms, chunk, columns, alpha=-2).argmin(-1)
-                      for chunk in x.split(rows, dim=-2)], dim=-1)
+    return torch.cat(
+        [torch.baddbmm(squared_norms, chunk, columns, alpha=-2).argmin(-1) for chunk in x.split(rows, dim=-2)], dim=-1
+    )
 
 
 def _cluster_means(x: Tensor, labels: Tensor, centres: Tensor) -> Tensor:
@@ -134,7 +137,9 @@ def _cluster_means(x: Tensor, labels: Tensor, centres: Tensor) -> Tensor:
     batch, num_centres, dim = centres.shape
     flat = (labels + num_centres * torch.arange(batch, device=x.device).unsqueeze(-1)).flatten()  # [B N]
     sums = x.new_zeros(batch * num_centres, dim).index_add_(0, flat, x.reshape(-1, dim))
-    counts = x.new_zeros(batch * num_centres).index_add_(0, flat, x.new_ones(flat.shape)).unsqueeze(-1)  # no bincount: it syncs
+    counts = (
+        x.new_zeros(batch * num_centres).index_add_(0, flat, x.new_ones(flat.shape)).unsqueeze(-1)
+    )  # no bincount: it syncs
     means = sums / counts.clamp_min(1)
     return torch.where(counts > 0, means, centres.reshape(-1, dim)).reshape(batch, num_centres, dim)
 
@@ -160,7 +165,7 @@ def training_points(x: Tensor, num_points: int, generators: draws.Generators) ->
     """``min(num_points, N)`` distinct rows ``[*batch, M, D]`` of ``x`` ``[*batch, N, D]``: the first of a
     random permutation drawn by each split's own generator (Garriga-Alonso et al. 2019's fixed inducing
     images; the GPNet authors' SVGP code)."""
-    rows = draws.randperm(x.shape[-2], generators, x.device)[..., :_capped(x.shape[-2], num_points)]
+    rows = draws.randperm(x.shape[-2], generators, x.device)[..., : _capped(x.shape[-2], num_points)]
     return draws.take_rows(x, rows)
 
 

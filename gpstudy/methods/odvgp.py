@@ -8,13 +8,21 @@ from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy import numerics
-from gpstudy.linalg import (add_jitter, cholesky, gram, kernel_scale_tril, raw_of_scale_tril, raw_scale_tril,
-                            scale_tril, solve_lower)
 from gpstudy.gaussian import kl_divergence
 from gpstudy.likelihoods import LIKELIHOODS
+from gpstudy.linalg import (
+    add_jitter,
+    cholesky,
+    gram,
+    kernel_scale_tril,
+    raw_of_scale_tril,
+    raw_scale_tril,
+    scale_tril,
+    solve_lower,
+)
 from gpstudy.methods.base import Method, MethodConfig
-from gpstudy.methods.problem import Problem
 from gpstudy.methods.inducing import kmeans_centres
+from gpstudy.methods.problem import Problem
 
 
 def _matvec(matrix: Tensor, vector: Tensor) -> Tensor:
@@ -47,8 +55,9 @@ def from_expectation(mean: Tensor, second_moment: Tensor, chol_beta: Tensor) -> 
     return torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1), _raw_of_scale_tril(chol)
 
 
-def natural_step(mean: Tensor, chol: Tensor, grad_mean: Tensor, grad_second_moment: Tensor,
-                 step_size: float) -> tuple[Tensor, Tensor]:
+def natural_step(
+    mean: Tensor, chol: Tensor, grad_mean: Tensor, grad_second_moment: Tensor, step_size: float
+) -> tuple[Tensor, Tensor]:
     """One natural-gradient step theta <- theta - tau dLoss/deta on q = N(m, L L^T) (eq. 15-16b,c).
 
     theta = (S^-1 m, -S^-1 / 2) are the natural and eta = (m, S + m m^T) the expectation parameters;
@@ -94,13 +103,22 @@ class ODVGP(Method):
     name = "odvgp"
     display_name = "ODVGP"
     options_schema = {
-        "mean_basis": {"type": "integer", "minimum": 0,
-                       "description": "M_gamma, the size of the mean-only basis gamma (0: SVGP, not whitened)"},
-        "natural_gradient": {"type": "boolean",
-                             "description": "ORTHNAT: natural-gradient steps on the beta part (a_beta, S); "
-                                            "false: ORTH, Adam on everything"},
-        "natural_step": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
-                         "description": "ORTHNAT: the natural-gradient step size tau (authors: 0.05)"},
+        "mean_basis": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "M_gamma, the size of the mean-only basis gamma (0: SVGP, not whitened)",
+        },
+        "natural_gradient": {
+            "type": "boolean",
+            "description": "ORTHNAT: natural-gradient steps on the beta part (a_beta, S); "
+            "false: ORTH, Adam on everything",
+        },
+        "natural_step": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "description": "ORTHNAT: the natural-gradient step size tau (authors: 0.05)",
+        },
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise by the ELBO"},
     }
 
@@ -115,8 +133,11 @@ class ODVGP(Method):
         x_train, generators = problem.x_train, problem.generators
         beta = kmeans_centres(x_train, config.M, generators)
         batch_shape, size = beta.shape[:-2], beta.shape[-2]
-        gamma = (kmeans_centres(x_train, config.mean_basis, generators) if config.mean_basis > 0
-                 else beta.new_zeros((*batch_shape, 0, beta.shape[-1])))
+        gamma = (
+            kmeans_centres(x_train, config.mean_basis, generators)
+            if config.mean_basis > 0
+            else beta.new_zeros((*batch_shape, 0, beta.shape[-1]))
+        )
         has_gamma = gamma.shape[-2] > 0  # an empty basis has nothing to train
         self.gamma = nn.Parameter(gamma, requires_grad=has_gamma)  # [*batch, M_gamma, D]
         self.a_gamma = nn.Parameter(gamma.new_zeros(gamma.shape[:-1]), requires_grad=has_gamma)  # [*batch, M_g]
@@ -157,9 +178,7 @@ class ODVGP(Method):
         back = torch.linalg.solve_triangular(chol_beta.mT, projection, upper=True)  # B
         mean = _matvec(self.kernel(x, self.gamma), self.a_gamma) + _matvec(k_beta_x.mT, coefficients)
         variance = (
-            self.kernel(x, diag=True)
-            - projection.square().sum(-2)
-            + (self.scale_tril.mT @ back).square().sum(-2)
+            self.kernel(x, diag=True) - projection.square().sum(-2) + (self.scale_tril.mT @ back).square().sum(-2)
         )
         return mean, variance
 
@@ -198,14 +217,20 @@ class ODVGP(Method):
         with torch.enable_grad():
             expectation = (mean.requires_grad_(), second_moment.requires_grad_())
             grad_mean, grad_second_moment = torch.autograd.grad(
-                from_expectation(*expectation, chol_beta), expectation, grads)
+                from_expectation(*expectation, chol_beta), expectation, grads
+            )
         with torch.no_grad():
-            mean, chol = natural_step(mean.detach(), self.scale_tril, grad_mean, grad_second_moment,
-                                      self.config.natural_step)
-            a_beta, raw_scale = torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1), _raw_of_scale_tril(chol)
+            mean, chol = natural_step(
+                mean.detach(), self.scale_tril, grad_mean, grad_second_moment, self.config.natural_step
+            )
+            a_beta, raw_scale = (
+                torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1),
+                _raw_of_scale_tril(chol),
+            )
 
         def apply() -> None:
             with torch.no_grad():
                 self.a_beta.copy_(a_beta)
                 self.raw_scale.copy_(raw_scale)
+
         return apply

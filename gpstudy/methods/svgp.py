@@ -6,14 +6,20 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from gpstudy.linalg import blocked
 from gpstudy import generators as draws
-from gpstudy.linalg import (active_factor_checks, gram, jittered_scale_tril, kernel_scale_tril, raw_scale_tril,
-                            scale_tril)
 from gpstudy.gaussian import kl_to_standard_normal
-from gpstudy.methods.inducing import INDUCING_INITS
 from gpstudy.likelihoods import LIKELIHOODS
+from gpstudy.linalg import (
+    active_factor_checks,
+    blocked,
+    gram,
+    jittered_scale_tril,
+    kernel_scale_tril,
+    raw_scale_tril,
+    scale_tril,
+)
 from gpstudy.methods.base import Method, MethodConfig
+from gpstudy.methods.inducing import INDUCING_INITS
 from gpstudy.methods.problem import Problem
 
 SUMMED_VARIANCES_MAX_M_PER_POINT = 0.4  # summed variances only while M < 0.4 n: see ``sums_variances``
@@ -65,9 +71,11 @@ class SVGP(Method):
     compile_needs_torch = None  # compiled SVGP trains as the eager one at torch 2.4.0 and 2.6.0 (docs/installation.md)
     options_schema = {
         "online_hyperparameters": {"type": "boolean", "description": "learn kernel and noise by the ELBO"},
-        "inducing_init": {"enum": sorted(INDUCING_INITS),
-                          "description": "Z's start: kmeans (centres of the training inputs) | training_points "
-                                         "(M distinct training inputs, drawn per split)"},
+        "inducing_init": {
+            "enum": sorted(INDUCING_INITS),
+            "description": "Z's start: kmeans (centres of the training inputs) | training_points "
+            "(M distinct training inputs, drawn per split)",
+        },
         "learn_inducing_inputs": {"type": "boolean", "description": "train Z (false: fixed where it starts)"},
     }
 
@@ -119,8 +127,9 @@ class SVGP(Method):
         """
         if self._factored_each_call():
             return kernel_scale_tril(self.kernel, self.inducing_inputs)
-        sources = [_identity(source) for source in (self.inducing_inputs, *self.kernel.parameters(),
-                                                    *self.kernel.buffers())]
+        sources = [
+            _identity(source) for source in (self.inducing_inputs, *self.kernel.parameters(), *self.kernel.buffers())
+        ]
         checks, kept = active_factor_checks(), self._fixed_factor
         if kept is not None and kept.sources == sources and kept.unchecked_info is not None:
             if checks is not None:
@@ -131,7 +140,9 @@ class SVGP(Method):
                 kept = None  # failed: factored again, checked
         if kept is None or kept.sources != sources:
             with torch.no_grad():
-                factor = kernel_scale_tril(self.kernel, self.inducing_inputs)  # inside deferred checks: records its info
+                factor = kernel_scale_tril(
+                    self.kernel, self.inducing_inputs
+                )  # inside deferred checks: records its info
             kept = self._fixed_factor = KeptFactor(sources, factor, None if checks is None else checks.infos[-1])
         return kept.factor
 
@@ -158,11 +169,7 @@ class SVGP(Method):
         if self.latent_dim > 1:  # one class dimension in front of the points, shared by the classes
             projection, prior_variance = projection.unsqueeze(-3), prior_variance.unsqueeze(-2)
         mean = (projection.mT @ self.q_mean.unsqueeze(-1)).squeeze(-1)
-        variance = (
-            prior_variance
-            - projection.square().sum(-2)
-            + (self.q_scale_tril.mT @ projection).square().sum(-2)
-        )
+        variance = prior_variance - projection.square().sum(-2) + (self.q_scale_tril.mT @ projection).square().sum(-2)
         return (mean.mT, variance.mT) if self.latent_dim > 1 else (mean, variance)
 
     def summed_moments(self, x: Tensor, prior_scale_tril: Tensor, cross_covariance: Tensor) -> tuple[Tensor, Tensor]:
@@ -176,8 +183,10 @@ class SVGP(Method):
         left = blocked.solve_triangular(prior_scale_tril, gram(cross_covariance), upper=False)  # L^-1 Psi
         projected = blocked.solve_triangular(prior_scale_tril, left.mT, upper=False)  # A A^T
         q_scale_tril = self.q_scale_tril
-        trace = (((projected @ q_scale_tril) * q_scale_tril).sum((-2, -1))  # tr(S^T A A^T S)
-                 - projected.diagonal(dim1=-2, dim2=-1).sum(-1))
+        trace = (
+            ((projected @ q_scale_tril) * q_scale_tril).sum((-2, -1))  # tr(S^T A A^T S)
+            - projected.diagonal(dim1=-2, dim2=-1).sum(-1)
+        )
         return mean, self.kernel(x, diag=True).sum(-1) + trace
 
     def kl_divergence(self) -> Tensor:

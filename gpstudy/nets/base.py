@@ -8,8 +8,8 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.linalg import HALVES_FROM, add_jitter_, gram, stacked_gram
 from gpstudy.kernels import Kernel
+from gpstudy.linalg import HALVES_FROM, add_jitter_, gram, stacked_gram
 from gpstudy.numerics import JITTER, PREDICT_CHUNK
 
 
@@ -33,15 +33,26 @@ class InferenceNetwork(nn.Module):
 
     name: ClassVar[str]  # the network's key in ``gpstudy.nets.NETWORKS``
     options_schema: ClassVar[dict[str, Any]] = {  # JSON schema of its own options (a method's network_options)
-        "type": "object", "additionalProperties": False, "properties": {}}
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {},
+    }
     several_latents: ClassVar[bool] = False  # whether it can output C > 1 latent functions (a softmax's)
     predict_chunk: ClassVar[int] = PREDICT_CHUNK  # points whose marginals it computes at a time in prediction
     feature_dtype: torch.dtype | None = None  # dtype of the feature products (``build`` sets it); None: the parameters'
 
     @classmethod
-    def build(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
-              live_variance: bool, options: Mapping[str, Any],
-              feature_dtype: torch.dtype | None = None) -> "InferenceNetwork":
+    def build(
+        cls,
+        kernel: Kernel,
+        generators: draws.Generators,
+        *,
+        latent_dim: int,
+        hidden_units: int,
+        live_variance: bool,
+        options: Mapping[str, Any],
+        feature_dtype: torch.dtype | None = None,
+    ) -> "InferenceNetwork":
         """The network from a method's options, every network alike (``InferenceNetworkMethod``).
 
         Args:
@@ -60,10 +71,18 @@ class InferenceNetwork(nn.Module):
         """
         cls.check_options(options)
         if latent_dim > 1 and not cls.several_latents:
-            raise ValueError(f"network {cls.name!r} outputs one latent function, but the likelihood has "
-                             f"{latent_dim} (one per class); choose a network with several latents")
-        network = cls.from_options(kernel, generators, latent_dim=latent_dim, hidden_units=hidden_units,
-                                   live_variance=live_variance, options=options)
+            raise ValueError(
+                f"network {cls.name!r} outputs one latent function, but the likelihood has "
+                f"{latent_dim} (one per class); choose a network with several latents"
+            )
+        network = cls.from_options(
+            kernel,
+            generators,
+            latent_dim=latent_dim,
+            hidden_units=hidden_units,
+            live_variance=live_variance,
+            options=options,
+        )
         network.feature_dtype = feature_dtype
         return network
 
@@ -83,8 +102,16 @@ class InferenceNetwork(nn.Module):
             raise ValueError(f"network_options of network {cls.name!r}, {error.json_path}: {error.message}") from None
 
     @classmethod
-    def from_options(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
-                     live_variance: bool, options: Mapping[str, Any]) -> "InferenceNetwork":
+    def from_options(
+        cls,
+        kernel: Kernel,
+        generators: draws.Generators,
+        *,
+        latent_dim: int,
+        hidden_units: int,
+        live_variance: bool,
+        options: Mapping[str, Any],
+    ) -> "InferenceNetwork":
         """The constructor call behind ``build``, its arguments already checked; a subclass implements it."""
         raise NotImplementedError
 

@@ -99,7 +99,7 @@ class _LeftProduct(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, edges: list[int], phi: Tensor, vector: Tensor | None, *blocks: Tensor):
-        diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1:]
+        diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1 :]
         product = phi.new_empty(phi.shape)
         for j, (start, stop) in enumerate(zip(edges[:-1], edges[1:])):
             column = product[..., start:stop]
@@ -115,7 +115,7 @@ class _LeftProduct(torch.autograd.Function):
         edges = ctx.edges
         phi, vector, *blocks = ctx.saved_tensors
         grad_vector_product, grad = grads if vector is not None else (None, grads[0])
-        diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1:]
+        diagonal, below = blocks[: len(edges) - 1], blocks[len(edges) - 1 :]
         grad_phi = phi.new_empty(phi.shape) if ctx.needs_input_grad[1] else None
         grad_vector = None if vector is None or not ctx.needs_input_grad[2] else phi.mT @ grad_vector_product
         if grad_phi is not None and vector is not None:  # writes every column of Phi's gradient
@@ -145,16 +145,19 @@ class BlockTril(nn.Module):
         blocks: column blocks b (None: ``default_blocks(size)``).
     """
 
-    def __init__(self, size: int, diagonal: float, like: Tensor, batch_shape: tuple[int, ...] = (),
-                 blocks: int | None = None):
+    def __init__(
+        self, size: int, diagonal: float, like: Tensor, batch_shape: tuple[int, ...] = (), blocks: int | None = None
+    ):
         super().__init__()
         self.size = size
         self.edges = _block_edges(size, default_blocks(size) if blocks is None else blocks)
         spans = list(zip(self.edges[:-1], self.edges[1:]))
         self.raw_diagonal_blocks = nn.ParameterList(
-            raw_scale_tril(diagonal, stop - start, like, batch_shape) for start, stop in spans)
+            raw_scale_tril(diagonal, stop - start, like, batch_shape) for start, stop in spans
+        )
         self.below_blocks = nn.ParameterList(
-            like.new_zeros((*batch_shape, size - stop, stop - start)) for start, stop in spans[:-1])
+            like.new_zeros((*batch_shape, size - stop, stop - start)) for start, stop in spans[:-1]
+        )
 
     def diagonal_blocks(self) -> list[Tensor]:
         """The square diagonal blocks D_j of L (lower triangular, positive diagonal)."""

@@ -96,14 +96,16 @@ class NTK(InferenceNetwork):
     several_latents = True
     predict_chunk = 256  # the trunk holds about 4.5 MB per MNIST image (18 GB for 4096 images, measured)
     options_schema: ClassVar[dict[str, Any]] = {  # JSON schema of the options a config may pass
-        "type": "object", "additionalProperties": False,
+        "type": "object",
+        "additionalProperties": False,
         "properties": {
             "image_shape": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 3, "maxItems": 3},
             "filters": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1},
             "strides": {"type": "array", "items": {"enum": [1, 2]}, "minItems": 1},
             "dense_units": {"type": "integer", "minimum": 1},
             "output_tanh": {"type": "boolean"},
-        }}
+        },
+    }
 
     @classmethod
     def kernel_problem(cls, kernel: str, kernel_options: Mapping[str, Any], options: Mapping[str, Any]) -> str | None:
@@ -111,8 +113,10 @@ class NTK(InferenceNetwork):
         with_shape = [name for name, known in KERNELS.items() if "image_shape" in known.options_schema["properties"]]
         if "image_shape" in options or kernel in with_shape:
             return None
-        return (f"network {cls.name!r} needs the images' shape, but kernel {kernel!r} has none; give it in "
-                f"network_options.image_shape or use a kernel with an image_shape ({', '.join(with_shape)})")
+        return (
+            f"network {cls.name!r} needs the images' shape, but kernel {kernel!r} has none; give it in "
+            f"network_options.image_shape or use a kernel with an image_shape ({', '.join(with_shape)})"
+        )
 
     def __init__(
         self,
@@ -129,15 +133,19 @@ class NTK(InferenceNetwork):
         super().__init__()
         if not isinstance(generators, torch.Generator):
             if len(generators) != 1:
-                raise ValueError(f"NTK takes one torch.Generator (or a batch of one split), not {len(generators)}: "
-                                 "its trunk is not batched over splits; train one split per job (splits_per_job: 1)")
+                raise ValueError(
+                    f"NTK takes one torch.Generator (or a batch of one split), not {len(generators)}: "
+                    "its trunk is not batched over splits; train one split per job (splits_per_job: 1)"
+                )
             generators = generators[0]
         if len(filters) != len(strides):
             raise ValueError(f"NTK: {len(filters)} filters for {len(strides)} strides")
         image_shape = tuple(image_shape if image_shape is not None else getattr(kernel, "image_shape", ()))
         if len(image_shape) != 3 or math.prod(image_shape) != kernel.input_dim:
-            raise ValueError(f"NTK: image_shape {image_shape} (C, H, W) does not hold the kernel's "
-                             f"{kernel.input_dim} inputs; pass image_shape")
+            raise ValueError(
+                f"NTK: image_shape {image_shape} (C, H, W) does not hold the kernel's "
+                f"{kernel.input_dim} inputs; pass image_shape"
+            )
         like = {"dtype": kernel.variance.dtype, "device": kernel.variance.device}  # every parameter where the run is
         self.image_shape, self.output_tanh, self.classes = image_shape, output_tanh, classes
         layers, channels, height, width = [], image_shape[0], *image_shape[1:]
@@ -148,11 +156,16 @@ class NTK(InferenceNetwork):
             channels, height, width = out, (height - 1) // stride + 1, (width - 1) // stride + 1
         layers += [nn.Flatten(), nn.Linear(channels * height * width, dense_units, **like), nn.ReLU()]
         self.trunk = nn.Sequential(*layers)
-        shapes = {"hidden_weight": (classes, dense_units, hidden_units), "hidden_bias": (classes, hidden_units),
-                  "output_weight": (classes, hidden_units), "output_bias": (classes,)}
+        shapes = {
+            "hidden_weight": (classes, dense_units, hidden_units),
+            "hidden_bias": (classes, hidden_units),
+            "output_weight": (classes, hidden_units),
+            "output_bias": (classes,),
+        }
         self.mean = nn.ParameterDict({name: nn.Parameter(torch.zeros(shape, **like)) for name, shape in shapes.items()})
-        self.log_std = nn.ParameterDict({name: nn.Parameter(torch.full(shape, LOG_STD_INIT, **like))
-                                         for name, shape in shapes.items()})
+        self.log_std = nn.ParameterDict(
+            {name: nn.Parameter(torch.full(shape, LOG_STD_INIT, **like)) for name, shape in shapes.items()}
+        )
         with torch.no_grad():
             for module in self.trunk.modules():
                 if isinstance(module, nn.Conv2d | nn.Linear):
@@ -162,8 +175,16 @@ class NTK(InferenceNetwork):
                 self.mean[name].copy_(_truncated_normal(self.mean[name], MEAN_INIT_STD, generators))
 
     @classmethod
-    def from_options(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
-                     live_variance: bool, options: Mapping[str, Any]) -> "NTK":
+    def from_options(
+        cls,
+        kernel: Kernel,
+        generators: draws.Generators,
+        *,
+        latent_dim: int,
+        hidden_units: int,
+        live_variance: bool,
+        options: Mapping[str, Any],
+    ) -> "NTK":
         """C = ``latent_dim`` heads of ``hidden_units`` units, the trunk from ``options`` (``options_schema``);
         ``live_variance`` does not apply (the network has no s2)."""
         return cls(kernel, hidden_units, generators, classes=latent_dim, **options)
@@ -209,10 +230,15 @@ class NTK(InferenceNetwork):
         g, slope, a, delta = self._head(h)
         std = {name: self.in_feature_dtype(log_std).exp() for name, log_std in self.log_std.items()}
         weight = h.unsqueeze(-3).unsqueeze(-1) * (delta.unsqueeze(-2) * std["hidden_weight"].unsqueeze(-3))
-        factor = torch.cat([weight.flatten(-2),  # dg/dW sigma_W: h_f delta_k sigma_fk
-                            delta * std["hidden_bias"].unsqueeze(-2),
-                            slope.unsqueeze(-1) * a * std["output_weight"].unsqueeze(-2),
-                            (slope * std["output_bias"].unsqueeze(-1)).unsqueeze(-1)], dim=-1)
+        factor = torch.cat(
+            [
+                weight.flatten(-2),  # dg/dW sigma_W: h_f delta_k sigma_fk
+                delta * std["hidden_bias"].unsqueeze(-2),
+                slope.unsqueeze(-1) * a * std["output_weight"].unsqueeze(-2),
+                (slope * std["output_bias"].unsqueeze(-1)).unsqueeze(-1),
+            ],
+            dim=-1,
+        )
         g, factor = g.to(self.parameter_dtype), factor.to(self.parameter_dtype)
         return (g, factor) if self.classes > 1 else (g.squeeze(-2), factor.squeeze(-3))
 

@@ -7,8 +7,8 @@ from typing import Any
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.linalg import inverse_positive, positive
 from gpstudy.kernels import KERNELS, Kernel, feature_map_problem
+from gpstudy.linalg import inverse_positive, positive
 from gpstudy.nets.base import InferenceNetwork
 from gpstudy.nets.block_tril import BlockTril
 
@@ -46,7 +46,8 @@ class RFE(InferenceNetwork):
         self.hidden_units = hidden_units
         self.feature_map = kernel.feature_map()
         self.frequencies = nn.Parameter(
-            self.feature_map.draw_frequencies(kernel.input_dim, hidden_units, generators, lengthscale))
+            self.feature_map.draw_frequencies(kernel.input_dim, hidden_units, generators, lengthscale)
+        )
         self.raw_lengthscale = nn.Parameter(inverse_positive(lengthscale))
         self.live_kernel = (kernel,) if live_variance else ()  # a tuple: not registered as a submodule
         if not live_variance:
@@ -62,12 +63,22 @@ class RFE(InferenceNetwork):
         if reason is None:
             return None
         able = ", ".join(name for name in KERNELS if feature_map_problem(name, {}) is None)
-        return (f"kernel {kernel!r} with options {dict(kernel_options)}: {reason}; network {cls.name!r} needs one: "
-                f"use a kernel with one ({able})")
+        return (
+            f"kernel {kernel!r} with options {dict(kernel_options)}: {reason}; network {cls.name!r} needs one: "
+            f"use a kernel with one ({able})"
+        )
 
     @classmethod
-    def from_options(cls, kernel: Kernel, generators: draws.Generators, *, latent_dim: int, hidden_units: int,
-                     live_variance: bool, options: Mapping[str, Any]) -> "RFE":
+    def from_options(
+        cls,
+        kernel: Kernel,
+        generators: draws.Generators,
+        *,
+        latent_dim: int,
+        hidden_units: int,
+        live_variance: bool,
+        options: Mapping[str, Any],
+    ) -> "RFE":
         """One latent function (``build`` checks ``latent_dim`` = 1); no options of its own."""
         return cls(kernel, hidden_units, generators, live_variance=live_variance)
 
@@ -95,7 +106,8 @@ class RFE(InferenceNetwork):
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean Phi m ``[*batch, n]`` and covariance factor Phi L ``[*batch, n, F]``, computed in
         ``feature_dtype`` and returned in the parameters' dtype."""
-        mean, factor = self.weight_scale.vector_and_left_multiply(self.features(x),
-                                                                  self.in_feature_dtype(self.weight_mean))
+        mean, factor = self.weight_scale.vector_and_left_multiply(
+            self.features(x), self.in_feature_dtype(self.weight_mean)
+        )
         dtype = self.weight_mean.dtype
         return mean.to(dtype), factor.to(dtype)

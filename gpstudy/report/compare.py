@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from gpstudy.report.claims import NOT_RUN
-from gpstudy.runtime.environment import RECORDED
 from gpstudy.report.results import LABELS, METRICS, read_runs
 from gpstudy.report.tables import mean_and_se
+from gpstudy.runtime.environment import RECORDED
 
 RUNS_FILE, CLAIMS_FILE = "runs.csv", "claims.csv"  # what a results folder holds (paths.RUNS, paths.CLAIMS)
 CELL = ["experiment", "dataset", "method", "M"]  # a cell of the tables, with a metric
@@ -90,8 +90,12 @@ def compare_cells(results: pd.DataFrame, reference: pd.DataFrame, tolerance: Tol
     sides = {name: runs.merge(labels, on=LABELS) for name, runs in (("results", results), ("reference", reference))}
     frames = []
     for metric in METRICS:
-        stats = [mean_and_se(runs, metric, CELL).rename(columns=lambda column, name=name: column if column in CELL
-                                                        else f"{name}_{column}") for name, runs in sides.items()]
+        stats = [
+            mean_and_se(runs, metric, CELL).rename(
+                columns=lambda column, name=name: column if column in CELL else f"{name}_{column}"
+            )
+            for name, runs in sides.items()
+        ]
         frames.append(stats[0].merge(stats[1], on=CELL, how="outer").assign(metric=metric))
     cells = pd.concat(frames, ignore_index=True)
     cells["n"] = cells[["results_n", "reference_n"]].max(axis=1).astype(int)
@@ -106,8 +110,22 @@ def compare_cells(results: pd.DataFrame, reference: pd.DataFrame, tolerance: Tol
     cells = cells.merge(differs, on=CELL, how="left").fillna({"differs": ""})
     cells["metric"] = pd.Categorical(cells["metric"], METRICS)  # sorted in runs.csv's order of metrics
     cells = cells.sort_values([*CELL, "metric"], ignore_index=True).astype({"metric": str})
-    return cells[[*CELL, "metric", "n", "results_mean", "results_se", "reference_mean", "reference_se", "difference",
-                  "se_units", "relative", "within", "differs"]]
+    return cells[
+        [
+            *CELL,
+            "metric",
+            "n",
+            "results_mean",
+            "results_se",
+            "reference_mean",
+            "reference_se",
+            "difference",
+            "se_units",
+            "relative",
+            "within",
+            "differs",
+        ]
+    ]
 
 
 def ok_on_both(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
@@ -122,8 +140,11 @@ def run_differences(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFr
     rows = []
     for cell, ours in results.groupby(CELL, sort=False):
         theirs = reference.merge(ours[LABELS], on=LABELS)
-        parts = [f"{field} {_values(ours, field)} against {_values(theirs, field)}"
-                 for field in [*SETTINGS, *ENVIRONMENT] if _values(ours, field) != _values(theirs, field)]
+        parts = [
+            f"{field} {_values(ours, field)} against {_values(theirs, field)}"
+            for field in [*SETTINGS, *ENVIRONMENT]
+            if _values(ours, field) != _values(theirs, field)
+        ]
         rows.append((*cell, "; ".join(parts)))
     return pd.DataFrame(rows, columns=[*CELL, "differs"])
 
@@ -143,21 +164,31 @@ def environments(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame
 def unmatched_runs(results: pd.DataFrame, reference: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The runs one side lacks ("only_results", "only_reference") and those ok on one side and failed on the
     other ("status"; columns LABELS, status, status_reference)."""
-    both = results[LABELS + ["status"]].merge(reference[LABELS + ["status"]], on=LABELS, how="outer",
-                                              suffixes=("", "_reference"), indicator=True)
+    both = results[LABELS + ["status"]].merge(
+        reference[LABELS + ["status"]], on=LABELS, how="outer", suffixes=("", "_reference"), indicator=True
+    )
     ok = both["status"].eq("ok"), both["status_reference"].eq("ok")
-    return {"only_results": both.loc[both["_merge"] == "left_only", LABELS],
-            "only_reference": both.loc[both["_merge"] == "right_only", LABELS],
-            "status": both.loc[(both["_merge"] == "both") & (ok[0] != ok[1]), [*LABELS, "status", "status_reference"]]}
+    return {
+        "only_results": both.loc[both["_merge"] == "left_only", LABELS],
+        "only_reference": both.loc[both["_merge"] == "right_only", LABELS],
+        "status": both.loc[(both["_merge"] == "both") & (ok[0] != ok[1]), [*LABELS, "status", "status_reference"]],
+    }
 
 
 def compare_claims(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
     """Each claim's verdict on both sides (ABSENT where a side lacks it), whether they are the same, and
     the largest relative change of its checks' values (NaN where none is measured on both)."""
-    verdicts = (results.drop_duplicates("claim")[["claim", "claim_verdict"]]
-                .merge(reference.drop_duplicates("claim")[["claim", "claim_verdict"]], on="claim", how="outer",
-                       suffixes=("_results", "_reference"), sort=False)
-                .fillna({"claim_verdict_results": ABSENT, "claim_verdict_reference": ABSENT}))
+    verdicts = (
+        results.drop_duplicates("claim")[["claim", "claim_verdict"]]
+        .merge(
+            reference.drop_duplicates("claim")[["claim", "claim_verdict"]],
+            on="claim",
+            how="outer",
+            suffixes=("_results", "_reference"),
+            sort=False,
+        )
+        .fillna({"claim_verdict_results": ABSENT, "claim_verdict_reference": ABSENT})
+    )
     order = list(dict.fromkeys([*reference["claim"], *results["claim"]]))
     verdicts = verdicts.set_index("claim").loc[order].reset_index()
     checks = results[[*CHECK, "value"]].merge(reference[[*CHECK, "value"]], on=CHECK, suffixes=("", "_reference"))
@@ -211,23 +242,33 @@ class Comparison:
         (the results' lacking it allowed when partial); and at least one cell compared."""
         one_sided = (self.results.claims is None) != (self.reference.claims is None)
         claims_file_differs = one_sided and not (self.partial and self.results.claims is None)
-        return bool(len(self.cells) and self.cells["within"].all() and self._claims_counted()["same"].all()
-                    and self.runs["only_results"].empty and self.runs["status"].empty
-                    and (self.partial or self.runs["only_reference"].empty) and not claims_file_differs)
+        return bool(
+            len(self.cells)
+            and self.cells["within"].all()
+            and self._claims_counted()["same"].all()
+            and self.runs["only_results"].empty
+            and self.runs["status"].empty
+            and (self.partial or self.runs["only_reference"].empty)
+            and not claims_file_differs
+        )
 
     def verdict(self) -> str:
         """One line: reproduced or differs, with the counts."""
         within, cells = int(self.cells["within"].sum()), len(self.cells)
         counted = self._claims_counted()
-        parts = [f"{within} of {cells} cells within tolerance",
-                 f"{int(counted['same'].sum())} of {len(counted)} claims the same" if self.claims is not None
-                 else self.claims_note]
+        parts = [
+            f"{within} of {cells} cells within tolerance",
+            f"{int(counted['same'].sum())} of {len(counted)} claims the same"
+            if self.claims is not None
+            else self.claims_note,
+        ]
         only_results, only_reference = len(self.runs["only_results"]), len(self.runs["only_reference"])
         if only_results:
             parts.append(f"{only_results} runs only in the results")
         if only_reference:
-            parts.append(f"{only_reference} runs of the reference not in the results"
-                         + (" (--partial)" if self.partial else ""))
+            parts.append(
+                f"{only_reference} runs of the reference not in the results" + (" (--partial)" if self.partial else "")
+            )
         if len(self.runs["status"]):
             parts.append(f"{len(self.runs['status'])} runs ok on one side only")
         return ("reproduced: " if self.reproduced else "differs: ") + ", ".join(parts)
@@ -235,35 +276,53 @@ class Comparison:
     def report(self) -> str:
         """The comparison as text: tolerance, environments, cells, runs, claims, then the verdict line."""
         t = self.tolerance
-        lines = [f"gpstudy compare: {self.results.path} (results) against {self.reference.path} (reference)",
-                 f"Tolerance: a cell is within it when |results - reference| <= {t.se:g} of the reference's "
-                 f"standard error (where it has one: 2 runs or more) and <= {t.relative:g} of |the reference's "
-                 "mean| (--se, --relative).", "",
-                 "Environments (runs.csv; 'not recorded': an older runs.csv lacks the column):",
-                 _text_table(self.environment.assign(differ=self.environment["differ"].map({True: "differs",
-                                                                                            False: ""}))), ""]
-        lines += ["Cells: over the runs both hold, ok on both; mean ± standard error (std ddof 0 / sqrt(n), the "
-                  "tables'); difference in the reference's standard errors and relative to its mean:",
-                  _text_table(_cells_shown(self.cells)), ""]
+        lines = [
+            f"gpstudy compare: {self.results.path} (results) against {self.reference.path} (reference)",
+            f"Tolerance: a cell is within it when |results - reference| <= {t.se:g} of the reference's "
+            f"standard error (where it has one: 2 runs or more) and <= {t.relative:g} of |the reference's "
+            "mean| (--se, --relative).",
+            "",
+            "Environments (runs.csv; 'not recorded': an older runs.csv lacks the column):",
+            _text_table(self.environment.assign(differ=self.environment["differ"].map({True: "differs", False: ""}))),
+            "",
+        ]
+        lines += [
+            "Cells: over the runs both hold, ok on both; mean ± standard error (std ddof 0 / sqrt(n), the "
+            "tables'); difference in the reference's standard errors and relative to its mean:",
+            _text_table(_cells_shown(self.cells)),
+            "",
+        ]
         beyond = self.cells[~self.cells["within"]]
         if not beyond.empty:
             lines.append("Beyond tolerance:")
-            lines += [f"  {_cell_name(row)}: {_number(row.results_mean)} against {_number(row.reference_mean)} "
-                      f"({_percent(row.relative)}{_se_text(row.se_units)})"
-                      + (f"; its runs differ in {row.differs}" if row.differs else
-                         "; its runs' recorded environments and iterations are the same")
-                      for row in beyond.itertuples()]
+            lines += [
+                f"  {_cell_name(row)}: {_number(row.results_mean)} against {_number(row.reference_mean)} "
+                f"({_percent(row.relative)}{_se_text(row.se_units)})"
+                + (
+                    f"; its runs differ in {row.differs}"
+                    if row.differs
+                    else "; its runs' recorded environments and iterations are the same"
+                )
+                for row in beyond.itertuples()
+            ]
             lines.append("")
-        for key, title in (("only_results", "Runs only in the results"),
-                           ("only_reference", "Runs of the reference not in the results"),
-                           ("status", "Runs ok on one side, failed on the other")):
+        for key, title in (
+            ("only_results", "Runs only in the results"),
+            ("only_reference", "Runs of the reference not in the results"),
+            ("status", "Runs ok on one side, failed on the other"),
+        ):
             if not self.runs[key].empty:
                 lines += [f"{title}:", *_run_lines(self.runs[key], key == "status"), ""]
         if self.claims is not None:
-            shown = self.claims.assign(same=self.claims["same"].map({True: "yes", False: "NO"}),
-                                       largest_change=self.claims["largest_change"].map(_change))
-            lines += ["Claims (claims.csv): each claim's verdict, and the largest relative change of its checks' "
-                      "values:", _text_table(shown), ""]
+            shown = self.claims.assign(
+                same=self.claims["same"].map({True: "yes", False: "NO"}),
+                largest_change=self.claims["largest_change"].map(_change),
+            )
+            lines += [
+                "Claims (claims.csv): each claim's verdict, and the largest relative change of its checks' values:",
+                _text_table(shown),
+                "",
+            ]
         else:
             lines += [f"Claims: not compared, {self.claims_note}.", ""]
         equal, shared = self.identical_runs
@@ -275,11 +334,20 @@ class Comparison:
 def compare(results: Path, reference: Path, tolerance: Tolerance = Tolerance(), partial: bool = False) -> Comparison:
     """Compare the results folder ``results`` with the reference folder ``reference`` (``read_folder``)."""
     ours, theirs = read_folder(results), read_folder(reference)
-    claims = (compare_claims(ours.claims, theirs.claims)
-              if ours.claims is not None and theirs.claims is not None else None)
-    return Comparison(ours, theirs, tolerance, partial, compare_cells(ours.runs, theirs.runs, tolerance), claims,
-                      unmatched_runs(ours.runs, theirs.runs), environments(ours.runs, theirs.runs),
-                      _identical_runs(ours.runs, theirs.runs))
+    claims = (
+        compare_claims(ours.claims, theirs.claims) if ours.claims is not None and theirs.claims is not None else None
+    )
+    return Comparison(
+        ours,
+        theirs,
+        tolerance,
+        partial,
+        compare_cells(ours.runs, theirs.runs, tolerance),
+        claims,
+        unmatched_runs(ours.runs, theirs.runs),
+        environments(ours.runs, theirs.runs),
+        _identical_runs(ours.runs, theirs.runs),
+    )
 
 
 def _identical_runs(results: pd.DataFrame, reference: pd.DataFrame) -> tuple[int, int]:
@@ -294,10 +362,13 @@ def _cells_shown(cells: pd.DataFrame) -> pd.DataFrame:
     """The cells as printed: numbers at 6 significant digits, within as ok / BEYOND."""
     shown = cells[[*CELL, "metric", "n"]].copy()
     for side in ("results", "reference"):
-        shown[side] = [_number(mean) + ("" if pd.isna(se) else f" ± {se:.3g}")
-                       for mean, se in zip(cells[f"{side}_mean"], cells[f"{side}_se"])]
-    shown["difference / se"] = cells["se_units"].map(lambda units: "n/a" if pd.isna(units) else f"{units:+.3g}"
-                                                     if units else "0")
+        shown[side] = [
+            _number(mean) + ("" if pd.isna(se) else f" ± {se:.3g}")
+            for mean, se in zip(cells[f"{side}_mean"], cells[f"{side}_se"])
+        ]
+    shown["difference / se"] = cells["se_units"].map(
+        lambda units: "n/a" if pd.isna(units) else f"{units:+.3g}" if units else "0"
+    )
     shown["relative"] = cells["relative"].map(_change)
     shown["within"] = cells["within"].map({True: "ok", False: "BEYOND"})
     return shown
@@ -329,8 +400,10 @@ def _run_lines(runs: pd.DataFrame, with_status: bool) -> list[str]:
     for cell, group in runs.groupby(CELL, sort=True):
         name = "{} {} {} M={}".format(*cell)
         if with_status:
-            lines += [f"  {name} split {row.split}: {row.status} in the results, {row.status_reference} in the "
-                      "reference" for row in group.itertuples()]
+            lines += [
+                f"  {name} split {row.split}: {row.status} in the results, {row.status_reference} in the reference"
+                for row in group.itertuples()
+            ]
         else:
             lines.append(f"  {name}: split{'s' if len(group) > 1 else ''} {_ranges(sorted(group['split']))}")
     return lines
@@ -353,5 +426,6 @@ def _text_table(frame: pd.DataFrame) -> str:
         return "  (none)"
     rows = [list(frame.columns), *frame.astype(str).itertuples(index=False, name=None)]
     widths = [max(len(str(row[column])) for row in rows) for column in range(len(frame.columns))]
-    return "\n".join("  " + "  ".join(str(text).ljust(width) for text, width in zip(row, widths)).rstrip()
-                     for row in rows)
+    return "\n".join(
+        "  " + "  ".join(str(text).ljust(width) for text, width in zip(row, widths)).rstrip() for row in rows
+    )

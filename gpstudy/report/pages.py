@@ -1,5 +1,6 @@
 """Standalone HTML pages of one table each (pandas' Styler), as the Snakemake report shows them: Tables 1-4
-(``gpstudy.report.tables``) and the paper's claims (``gpstudy.report.claims``) on the report's page, not as downloads."""
+(``gpstudy.report.tables``) and the paper's claims (``gpstudy.report.claims``) on the report's page, not as
+downloads."""
 
 import html
 from collections.abc import Sequence
@@ -17,8 +18,13 @@ STYLE = [  # the look of every page's table (CSS, selectors within the table)
 ]
 
 
-def write_page(path: str | Path, frame: pd.DataFrame, caption: str, styles: pd.DataFrame | None = None,
-               table_styles: Sequence[dict] = ()) -> None:
+def write_page(
+    path: str | Path,
+    frame: pd.DataFrame,
+    caption: str,
+    styles: pd.DataFrame | None = None,
+    table_styles: Sequence[dict] = (),
+) -> None:
     """Write ``frame`` (its index hidden) under ``caption`` as a standalone UTF-8 HTML page, atomically.
 
     Args:
@@ -30,9 +36,14 @@ def write_page(path: str | Path, frame: pd.DataFrame, caption: str, styles: pd.D
         table_styles: CSS rules after ``STYLE``'s (Styler's ``set_table_styles``).
     """
     path = Path(path)
-    styler = (frame.style.hide(axis="index").format(escape="html").format_index(escape="html", axis=1)
-              .set_caption(html.escape(caption, quote=False)).set_uuid(path.stem)
-              .set_table_styles([*STYLE, *table_styles]))
+    styler = (
+        frame.style.hide(axis="index")
+        .format(escape="html")
+        .format_index(escape="html", axis=1)
+        .set_caption(html.escape(caption, quote=False))
+        .set_uuid(path.stem)
+        .set_table_styles([*STYLE, *table_styles])
+    )
     if styles is not None:
         styler = styler.apply(lambda _: styles, axis=None)
     write_text(path, styler.to_html(doctype_html=True, cell_ids=False))

@@ -31,8 +31,9 @@ LOG_ITERATIONS_ABOVE = 100.0  # the x axis is logarithmic when max / min positiv
 CURVE_AXES = {"iteration": "Iteration", "seconds": "Training seconds"}  # learning curves' x axes and labels
 
 
-def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path,
-            variant_labels: Mapping[str, str] | None = None) -> None:
+def violins(
+    runs: pd.DataFrame, experiment: str, png: Path, pdf: Path, variant_labels: Mapping[str, str] | None = None
+) -> None:
     """Figure 3: per data set, violins over splits of the task's metrics (``drawn_metrics``), a row each: RMSE
     (a classification: error rate) on top, test log-likelihood below; PBP's mean ± se beside where the
     paper has it.
@@ -60,8 +61,19 @@ def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path,
     axes = figure.subplots(len(metrics), len(datasets), squeeze=False)
     for row, metric in enumerate(metrics):
         for ax, dataset in zip(axes[row], datasets):
-            sns.violinplot(data=ok[ok["dataset"] == dataset], x="label", y=metric, order=labels, hue="label",
-                           hue_order=labels, palette=colors, cut=0, inner="point", legend=False, ax=ax)
+            sns.violinplot(
+                data=ok[ok["dataset"] == dataset],
+                x="label",
+                y=metric,
+                order=labels,
+                hue="label",
+                hue_order=labels,
+                palette=colors,
+                cut=0,
+                inner="point",
+                legend=False,
+                ax=ax,
+            )
             if metric in pbp and dataset in pbp[metric].index:
                 mean, se = pbp[metric].loc[dataset, ["mean", "se"]]
                 ax.errorbar(labels.index("PBP"), mean, yerr=se, fmt="o", color="black", capsize=3)
@@ -69,14 +81,25 @@ def violins(runs: pd.DataFrame, experiment: str, png: Path, pdf: Path,
             ax.tick_params(axis="x", labelrotation=90, labelbottom=row == len(metrics) - 1)
         axes[row, 0].set_ylabel(METRIC_NAMES[metric])
     failed = len(uci) - len(ok)
-    figure.suptitle("\n".join(["Violins over splits"] + (["PBP: mean ± standard error"] if "PBP" in labels else [])
-                               + ([f"failed runs not shown: {failed}"] if failed else [])))
+    figure.suptitle(
+        "\n".join(
+            ["Violins over splits"]
+            + (["PBP: mean ± standard error"] if "PBP" in labels else [])
+            + ([f"failed runs not shown: {failed}"] if failed else [])
+        )
+    )
     _save(figure, png, pdf)
 
 
-def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.ndarray,
-                   y_train: np.ndarray, png: Path, pdf: Path,
-                   variant_labels: Mapping[str, str] | None = None) -> None:
+def posteriors(
+    predictions: pd.DataFrame,
+    reference: pd.DataFrame,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    png: Path,
+    pdf: Path,
+    variant_labels: Mapping[str, str] | None = None,
+) -> None:
     """Figure 4: a grid of posteriors, rows methods (SVGP, GPNet, FBNN), columns M (ascending).
 
     Each panel shows the training points, the method's predictive mean and ± ``BAND_STD`` standard
@@ -112,16 +135,21 @@ def posteriors(predictions: pd.DataFrame, reference: pd.DataFrame, x_train: np.n
         ax.set_xlabel("x")
     for ax in axes[:, 0]:
         ax.set_ylabel("y")
-    figure.legend(handles=[Line2D([], [], color="black", marker=".", linestyle="", label="training data"),
-                           Line2D([], [], color="black", linestyle="--", label=f"exact GP, ±{BAND_STD:g} std"),
-                           *(Line2D([], [], color=colors[method], label=names.get(method, method))
-                             for method in methods)],
-                  loc="outside lower center", ncols=2 + len(methods))
+    figure.legend(
+        handles=[
+            Line2D([], [], color="black", marker=".", linestyle="", label="training data"),
+            Line2D([], [], color="black", linestyle="--", label=f"exact GP, ±{BAND_STD:g} std"),
+            *(Line2D([], [], color=colors[method], label=names.get(method, method)) for method in methods),
+        ],
+        loc="outside lower center",
+        ncols=2 + len(methods),
+    )
     _save(figure, png, pdf)
 
 
-def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str,
-                    variant_labels: Mapping[str, str] | None = None) -> None:
+def learning_curves(
+    curves: pd.DataFrame, png: Path, experiment: str, axis: str, variant_labels: Mapping[str, str] | None = None
+) -> None:
     """Test RMSE (a classification: error rate) against iteration or training seconds per (method, M):
     mean over splits with a ± standard error band.
 
@@ -151,17 +179,24 @@ def learning_curves(curves: pd.DataFrame, png: Path, experiment: str, axis: str,
         for method, m in columns:
             line = stats[(stats["dataset"] == dataset) & (stats["method"] == method) & (stats["M"] == m)]
             ax.plot(line[axis], line["mean"], color=colors[method, m])
-            ax.fill_between(line[axis], line["mean"] - line["se"], line["mean"] + line["se"],
-                            color=colors[method, m], alpha=0.25, linewidth=0)
+            ax.fill_between(
+                line[axis],
+                line["mean"] - line["se"],
+                line["mean"] + line["se"],
+                color=colors[method, m],
+                alpha=0.25,
+                linewidth=0,
+            )
         if log_scale:
             ax.set_xscale("log", nonpositive="mask")
         ax.set(title=dataset_label(dataset), xlabel=CURVE_AXES[axis], ylabel=METRIC_NAMES[metric])
-    for ax in axes.flat[len(datasets):]:
+    for ax in axes.flat[len(datasets) :]:
         ax.set_axis_off()
     names = display_names(variant_labels)
-    figure.legend(handles=[Line2D([], [], color=colors[column], label=method_label(*column, names))
-                           for column in columns],
-                  loc="outside right upper")
+    figure.legend(
+        handles=[Line2D([], [], color=colors[column], label=method_label(*column, names)) for column in columns],
+        loc="outside right upper",
+    )
     _save(figure, png)
 
 

@@ -14,8 +14,20 @@ LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a 
 # results/runs.csv, in this order; a metric not of the run's task is empty. The RECORDED columns (versions,
 # commit, device name) describe a run and never identify it: nothing groups or compares rows by them. status
 # stays last: a file cut within its last line cuts a status (read_runs)
-RUN_COLUMNS = [*LABELS, "M_effective", "n_train", "n_test", "D", *METRICS, "iterations", "seconds", "device",
-               "dtype", *RECORDED, "status"]
+RUN_COLUMNS = [
+    *LABELS,
+    "M_effective",
+    "n_train",
+    "n_test",
+    "D",
+    *METRICS,
+    "iterations",
+    "seconds",
+    "device",
+    "dtype",
+    *RECORDED,
+    "status",
+]
 SIZE_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # integers, empty beside a failed run
 OPTIONAL_COLUMNS = [*SIZE_COLUMNS, "dtype", *RECORDED]  # absent from an older version's runs.csv (read as empty)
 TEXT_RECORDED = [column for column in RECORDED if column not in BOOLEAN_RECORDED]  # read as text, however they look
@@ -27,7 +39,9 @@ def collect_runs(metrics_files: Iterable[Path]) -> pd.DataFrame:
     (the same ``LABELS``) are an error naming them."""
     metrics_files = list(map(Path, metrics_files))
     frame = pd.DataFrame([read_run(path) for path in metrics_files], columns=RUN_COLUMNS)
-    frame = frame.astype({column: "Int64" for column in SIZE_COLUMNS})  # a failed run's are empty, the rest stay integers
+    frame = frame.astype(
+        {column: "Int64" for column in SIZE_COLUMNS}
+    )  # a failed run's are empty, the rest stay integers
     _refuse_duplicates(frame, "metrics.json files", lambda rows: ", ".join(str(metrics_files[row]) for row in rows))
     return frame.sort_values(LABELS, ignore_index=True)
 
@@ -50,8 +64,10 @@ def read_runs(path: Path) -> pd.DataFrame:
     incomplete = runs[LABELS].isna().any(axis=1) | ~((status == "ok") | status.str.startswith("failed"))
     if incomplete.any():
         lines = ", ".join(str(row + 2) for row in runs.index[incomplete][:SHOWN])  # line 1: the header
-        raise ValueError(f"{path}: line {lines} lacks a run's labels or its status (ok or failed: ...), as a "
-                         f"truncated file does; {rewrite}")
+        raise ValueError(
+            f"{path}: line {lines} lacks a run's labels or its status (ok or failed: ...), as a "
+            f"truncated file does; {rewrite}"
+        )
     try:
         runs = runs.reindex(columns=RUN_COLUMNS).astype({"M": int, "split": int})
     except (TypeError, ValueError) as error:
@@ -67,10 +83,14 @@ def _refuse_duplicates(runs: pd.DataFrame, source: str, where: Callable[[list[in
     duplicated = runs.duplicated(LABELS, keep=False)
     if duplicated.any():
         groups = list(runs[duplicated].groupby(LABELS, sort=False).groups.items())
-        described = "; ".join(f"{experiment} {dataset} {method} M={m} split {split}: {where(list(rows))}"
-                              for (experiment, dataset, method, m, split), rows in groups[:SHOWN])
-        raise ValueError(f"{source}: {len(groups)} run(s) appear more than once, which would count them twice: "
-                         f"{described}" + (f"; {remedy}" if remedy else ""))
+        described = "; ".join(
+            f"{experiment} {dataset} {method} M={m} split {split}: {where(list(rows))}"
+            for (experiment, dataset, method, m, split), rows in groups[:SHOWN]
+        )
+        raise ValueError(
+            f"{source}: {len(groups)} run(s) appear more than once, which would count them twice: "
+            f"{described}" + (f"; {remedy}" if remedy else "")
+        )
 
 
 def collect_curves(metrics_files: Iterable[Path]) -> pd.DataFrame:

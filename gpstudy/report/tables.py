@@ -17,9 +17,9 @@ import pandas as pd
 
 from gpstudy.io import write_text
 from gpstudy.metrics import METRIC_NAMES
+from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
 from gpstudy.report.labels import dataset_label, display_names, method_label
 from gpstudy.report.pages import write_page
-from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
 
 AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined standard errors (STUDY.md)
 PAPER_ROUNDING = 0.0005  # the paper prints 3 decimals: its standard errors are known to +-0.0005
@@ -52,8 +52,9 @@ def mean_and_se(frame: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
     return stats[[*by, "mean", "se", "n"]]
 
 
-def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: str | None = None,
-                     own_data: Collection[str] = ()) -> pd.DataFrame:
+def experiment_table(
+    runs: pd.DataFrame, experiment: str, metric: str, quoted: str | None = None, own_data: Collection[str] = ()
+) -> pd.DataFrame:
     """Our Table 3 (``metric="rmse"``) or 4 (``"test_ll"``) beside the paper's, one row per cell.
 
     Args:
@@ -91,8 +92,12 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
     failed = uci[~ok].groupby(KEYS).size().rename("failed").reset_index()
     used = uci.loc[ok, "M_effective"].fillna(uci["M"]) if "M_effective" in uci else uci.loc[ok, "M"]
     effective = uci[ok].assign(M_effective=used).groupby(KEYS, as_index=False)["M_effective"].min()
-    table = (grid.merge(effective, how="left").merge(mean_and_se(uci[ok], metric, KEYS), how="left")
-             .merge(failed, how="left").merge(paper, how="left"))
+    table = (
+        grid.merge(effective, how="left")
+        .merge(mean_and_se(uci[ok], metric, KEYS), how="left")
+        .merge(failed, how="left")
+        .merge(paper, how="left")
+    )
     table[["n", "failed"]] = table[["n", "failed"]].fillna(0).astype(int)
     table["M_effective"] = table["M_effective"].astype("Int64")
     table = table.merge(_settings(uci, table), how="left").merge(_sizes(uci), how="left")
@@ -104,8 +109,26 @@ def experiment_table(runs: pd.DataFrame, experiment: str, metric: str, quoted: s
     bound = AGREEMENT_SE * np.sqrt(table["se"] ** 2 + paper_se**2)
     table["agrees"] = (distance <= bound).astype("boolean").where(distance.notna() & bound.notna())
     table.insert(0, "metric", metric)
-    table = table[["metric", *KEYS, "M_effective", "n", "failed", "iterations", "mean", "se", "paper_mean", "paper_se",
-                   "agrees", "paper_settings", "N", "D", "paper_N", "paper_D"]]
+    table = table[
+        [
+            "metric",
+            *KEYS,
+            "M_effective",
+            "n",
+            "failed",
+            "iterations",
+            "mean",
+            "se",
+            "paper_mean",
+            "paper_se",
+            "agrees",
+            "paper_settings",
+            "N",
+            "D",
+            "paper_N",
+            "paper_D",
+        ]
+    ]
     quotes = quoted_rows(quoted, metric) if quoted is not None else pd.DataFrame()
     papers = [dataset for dataset in datasets if dataset not in own_data]
     return table if quotes.empty else _with_quoted(table, quotes, papers, quoted_tables()[quoted]["source"], metric)
@@ -115,13 +138,22 @@ def _settings(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """Per cell of ``table`` (with its n and failed): the fewest iterations of its ``runs`` and whether its
     runs are at the paper's protocol (every run the paper's iterations, n + failed the paper's splits)."""
     iterations = runs.groupby(KEYS)["iterations"].agg(["min", "max"]).reset_index()
-    cells = table[[*KEYS, "n", "failed"]].merge(iterations, how="left").merge(
-        paper_protocol().rename(columns={"splits": "paper_splits", "iterations": "paper_iterations"}), how="left")
-    at_paper = ((cells["min"] == cells["paper_iterations"]) & (cells["max"] == cells["paper_iterations"])
-                & (cells["n"] + cells["failed"] == cells["paper_splits"]))
+    cells = (
+        table[[*KEYS, "n", "failed"]]
+        .merge(iterations, how="left")
+        .merge(
+            paper_protocol().rename(columns={"splits": "paper_splits", "iterations": "paper_iterations"}), how="left"
+        )
+    )
+    at_paper = (
+        (cells["min"] == cells["paper_iterations"])
+        & (cells["max"] == cells["paper_iterations"])
+        & (cells["n"] + cells["failed"] == cells["paper_splits"])
+    )
     known = cells["paper_iterations"].notna() & cells["min"].notna()
-    return cells[KEYS].assign(iterations=cells["min"].astype("Int64"),
-                              paper_settings=at_paper.astype("boolean").where(known))
+    return cells[KEYS].assign(
+        iterations=cells["min"].astype("Int64"), paper_settings=at_paper.astype("boolean").where(known)
+    )
 
 
 def _sizes(runs: pd.DataFrame) -> pd.DataFrame:
@@ -135,18 +167,25 @@ def _sizes(runs: pd.DataFrame) -> pd.DataFrame:
     return sizes.astype({column: "Int64" for column in ("N", "D", "paper_N", "paper_D")})
 
 
-def _with_quoted(table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str], source: str,
-                 metric: str) -> pd.DataFrame:
+def _with_quoted(
+    table: pd.DataFrame, quotes: pd.DataFrame, datasets: list[str], source: str, metric: str
+) -> pd.DataFrame:
     """``table`` and after it the ``quotes`` (``quoted_rows`` of ``metric``) of its ``datasets``, in the
     paper's row order, with a column quoted_from: ``source`` for the quoted rows, empty for ours."""
     values = quotes.set_index(["dataset", "method"])["value"]
-    quoted = pd.DataFrame([(metric, dataset, method, values.get((dataset, method), np.nan))
-                           for dataset in datasets for method in dict.fromkeys(quotes["method"])],
-                          columns=["metric", "dataset", "method", "paper_mean"])
+    quoted = pd.DataFrame(
+        [
+            (metric, dataset, method, values.get((dataset, method), np.nan))
+            for dataset in datasets
+            for method in dict.fromkeys(quotes["method"])
+        ],
+        columns=["metric", "dataset", "method", "paper_mean"],
+    )
     quoted = quoted.assign(n=0, failed=0, quoted_from=source)
     combined = pd.concat([table.assign(quoted_from=""), quoted], ignore_index=True)[[*table.columns, "quoted_from"]]
-    return combined.astype({"M": "Int64", "M_effective": "Int64", "iterations": "Int64", "agrees": "boolean",
-                            "paper_settings": "boolean"})
+    return combined.astype(
+        {"M": "Int64", "M_effective": "Int64", "iterations": "Int64", "agrees": "boolean", "paper_settings": "boolean"}
+    )
 
 
 def write_table(table: pd.DataFrame, stem: Path, variant_labels: Mapping[str, str] | None = None) -> None:
@@ -154,12 +193,19 @@ def write_table(table: pd.DataFrame, stem: Path, variant_labels: Mapping[str, st
     (the paper's layout, methods by ``gpstudy.report.labels.display_names(variant_labels)``; the HTML a page of
     the report)."""
     stem, names = Path(stem), display_names(variant_labels)
-    for suffix, text in ((".csv", table.to_csv(index=False)), (".md", _markdown(table, names)),
-                         (".tex", _latex(table, names))):
+    for suffix, text in (
+        (".csv", table.to_csv(index=False)),
+        (".md", _markdown(table, names)),
+        (".tex", _latex(table, names)),
+    ):
         write_text(stem.with_name(stem.name + suffix), text)
     header, rows = _layout(table, HTML, names)
-    write_page(stem.with_name(stem.name + ".html"), pd.DataFrame(rows, columns=header), _caption(table, HTML, names),
-               table_styles=[{"selector": "td", "props": "white-space: pre;"}])  # a cell's lines as they are
+    write_page(
+        stem.with_name(stem.name + ".html"),
+        pd.DataFrame(rows, columns=header),
+        _caption(table, HTML, names),
+        table_styles=[{"selector": "td", "props": "white-space: pre;"}],
+    )  # a cell's lines as they are
 
 
 @dataclass(frozen=True)
@@ -179,8 +225,18 @@ def _escape_markdown(text: str) -> str:
     return text.replace("|", r"\|")
 
 
-_TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_TEX_SPECIALS = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def _escape_tex(text: str) -> str:
@@ -190,8 +246,9 @@ def _escape_tex(text: str) -> str:
 MARKDOWN = _Notation(pm="±", agree="✓", disagree="✗", missing="—", fewer="†", escape=_escape_markdown)
 HTML = replace(MARKDOWN, escape=str, beside="\n")  # Markdown's symbols, the paper's number on a line of its own
 # below ours (narrow columns: Table 3 on one screen); gpstudy.report.pages escapes the text
-LATEX = _Notation(pm=r"$\pm$", agree=r"\checkmark", disagree=r"$\times$", missing="--", fewer=r"$^\dagger$",
-                  escape=_escape_tex)
+LATEX = _Notation(
+    pm=r"$\pm$", agree=r"\checkmark", disagree=r"$\times$", missing="--", fewer=r"$^\dagger$", escape=_escape_tex
+)
 
 
 def _number(value: float, decimals: int = 3) -> str:
@@ -238,45 +295,63 @@ def _size(ours, papers, notation: _Notation) -> str:
     return str(ours) if pd.isna(papers) or ours == papers else f"{ours} ({papers})"
 
 
-def _layout(table: pd.DataFrame, notation: _Notation,
-            names: Mapping[str, str]) -> tuple[list[str], list[list[str]]]:
+def _layout(table: pd.DataFrame, notation: _Notation, names: Mapping[str, str]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the paper's layout: data set, N, D, then one cell per (method, M), and per quoted
     paper row (headed by its name and "(quoted)")."""
     columns = dict.fromkeys((row.method, row.M, _is_quoted(row)) for row in table.itertuples())
-    header = ["Data set", "N", "D", *(notation.escape(f"{method} (quoted)" if quoted else
-                                                      method_label(method, m, names))
-                                      for method, m, quoted in columns)]
+    header = [
+        "Data set",
+        "N",
+        "D",
+        *(
+            notation.escape(f"{method} (quoted)" if quoted else method_label(method, m, names))
+            for method, m, quoted in columns
+        ),
+    ]
     rows = []
     for dataset, cells in table.groupby("dataset", sort=False):
         first = cells.iloc[0]  # ours come before the quoted rows, and every row of a data set has its sizes
-        rows.append([notation.escape(dataset_label(dataset)), _size(first["N"], first["paper_N"], notation),
-                     _size(first["D"], first["paper_D"], notation),
-                     *(_cell(row, notation) for row in cells.itertuples())])
+        rows.append(
+            [
+                notation.escape(dataset_label(dataset)),
+                _size(first["N"], first["paper_N"], notation),
+                _size(first["D"], first["paper_D"], notation),
+                *(_cell(row, notation) for row in cells.itertuples()),
+            ]
+        )
     return header, rows
 
 
 def _caption(table: pd.DataFrame, notation: _Notation, names: Mapping[str, str]) -> str:
     """What the cells mean, the number of splits, and the failed runs left out."""
-    caption = (f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over "
-               f"{_splits(table.loc[table['n'] > 0, 'n'])} (std with ddof 0 over sqrt(n), as the authors' "
-               f"evaluation); the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
-               f"{AGREEMENT_SE:g} combined standard errors of it.{_no_se_note(table, notation)} N, D: our runs' rows "
-               "(training + test) and inputs, the paper's in parentheses where it prints others.")
+    caption = (
+        f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over "
+        f"{_splits(table.loc[table['n'] > 0, 'n'])} (std with ddof 0 over sqrt(n), as the authors' "
+        f"evaluation); the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
+        f"{AGREEMENT_SE:g} combined standard errors of it.{_no_se_note(table, notation)} N, D: our runs' rows "
+        "(training + test) and inputs, the paper's in parentheses where it prints others."
+    )
     caption += _settings_note(table, notation, names)
     sources = sorted({source for source in table.get("quoted_from", ()) if source})
     if sources:
-        caption += (" Columns marked quoted: numbers of other papers' methods from "
-                    f"{notation.escape(' and '.join(sources))}, not run here.")
+        caption += (
+            " Columns marked quoted: numbers of other papers' methods from "
+            f"{notation.escape(' and '.join(sources))}, not run here."
+        )
     fewer = [row for row in table.itertuples() if _fewer_points(row)]
     if fewer:
-        where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}: "
-                          f"{row.M_effective}" for row in fewer)
-        caption += (f" {notation.fewer}: fewer points than M, as many as the training set holds "
-                    f"({notation.escape(where)}).")
+        where = ", ".join(
+            f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}: {row.M_effective}" for row in fewer
+        )
+        caption += (
+            f" {notation.fewer}: fewer points than M, as many as the training set holds ({notation.escape(where)})."
+        )
     failed = table[table["failed"] > 0]
     if not failed.empty:
-        where = ", ".join(f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}: {row.failed}"
-                          for row in failed.itertuples())
+        where = ", ".join(
+            f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}: {row.failed}"
+            for row in failed.itertuples()
+        )
         caption += f" Failed runs left out ({failed['failed'].sum()}): {notation.escape(where)}."
     return caption
 
@@ -316,14 +391,23 @@ def _settings_note(table: pd.DataFrame, notation: _Notation, names: Mapping[str,
         return " or ".join(map(str, sorted(set(numbers))))
 
     compared = table[table["paper_settings"].notna()]
-    where = ("" if len(off) == len(compared) else
-             " (" + notation.escape(", ".join(f"{dataset_label(row.dataset)} "
-                                              f"{method_label(row.method, row.M, names)}"
-                                              for row in off.itertuples())) + ")")
-    return (f" Not the paper's settings{where}: {values(off['iterations'])} iterations and {values(runs)} "
-            f"splits, not the paper's {values(protocol['iterations'])} and {values(protocol['splits'])}; "
-            f"their marks, in parentheses, still compare with the paper's numbers, but a ({notation.disagree}) "
-            "there may come from these settings (a short study's), not from a failed reproduction.")
+    where = (
+        ""
+        if len(off) == len(compared)
+        else " ("
+        + notation.escape(
+            ", ".join(
+                f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}" for row in off.itertuples()
+            )
+        )
+        + ")"
+    )
+    return (
+        f" Not the paper's settings{where}: {values(off['iterations'])} iterations and {values(runs)} "
+        f"splits, not the paper's {values(protocol['iterations'])} and {values(protocol['splits'])}; "
+        f"their marks, in parentheses, still compare with the paper's numbers, but a ({notation.disagree}) "
+        "there may come from these settings (a short study's), not from a failed reproduction."
+    )
 
 
 def _markdown(table: pd.DataFrame, names: Mapping[str, str]) -> str:
@@ -334,9 +418,17 @@ def _markdown(table: pd.DataFrame, names: Mapping[str, str]) -> str:
 
 def _latex(table: pd.DataFrame, names: Mapping[str, str]) -> str:
     header, rows = _layout(table, LATEX, names)
-    lines = [r"\begin{table}", r"\centering", rf"\caption{{{_caption(table, LATEX, names)}}}",
-             rf"\begin{{tabular}}{{lrr{'l' * (len(header) - 3)}}}", r"\toprule",
-             " & ".join(header) + r" \\", r"\midrule",
-             *(" & ".join(cells) + r" \\" for cells in rows),
-             r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    lines = [
+        r"\begin{table}",
+        r"\centering",
+        rf"\caption{{{_caption(table, LATEX, names)}}}",
+        rf"\begin{{tabular}}{{lrr{'l' * (len(header) - 3)}}}",
+        r"\toprule",
+        " & ".join(header) + r" \\",
+        r"\midrule",
+        *(" & ".join(cells) + r" \\" for cells in rows),
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\end{table}",
+    ]
     return "\n".join(lines) + "\n"

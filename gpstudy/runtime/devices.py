@@ -94,8 +94,7 @@ def _run_nvidia_smi() -> tuple[int | None, str] | None:
     """Exit code and output of ``nvidia-smi -L`` (run once per process), the code None if it did not end
     within ``NVIDIA_SMI_TIMEOUT_SECONDS``; None if it is not installed."""
     try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
-                              timeout=NVIDIA_SMI_TIMEOUT_SECONDS)
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_SECONDS)
     except FileNotFoundError:
         return None
     except subprocess.TimeoutExpired:
@@ -133,8 +132,11 @@ def visible_devices(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> list[str
     if value is None:
         return [uuid for gpu in gpus for uuid in gpu.devices]
     where = f"CUDA_VISIBLE_DEVICES={value!r}"
-    by_uuid = {uuid: devices for gpu in gpus for uuid, devices in
-               [(gpu.uuid, gpu.devices), *((mig, (mig,)) for mig in gpu.mig)]}
+    by_uuid = {
+        uuid: devices
+        for gpu in gpus
+        for uuid, devices in [(gpu.uuid, gpu.devices), *((mig, (mig,)) for mig in gpu.mig)]
+    }
     chosen: list[str] = []
     for entry in [entry.strip() for entry in value.split(",")] if value.strip() else []:
         if re.fullmatch(r"[+-]?\d+", entry):
@@ -143,14 +145,17 @@ def visible_devices(gpus: Sequence[Gpu], environ: Mapping[str, str]) -> list[str
             if int(entry) >= len(gpus):
                 raise ValueError(f"{where}: index {entry}, but nvidia-smi -L lists {len(gpus)} GPUs")
             if len({gpu.name for gpu in gpus}) > 1 and environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
-                raise ValueError(f"{where} names GPUs by index on a machine of mixed models, which CUDA numbers "
-                                 "fastest first: set CUDA_DEVICE_ORDER=PCI_BUS_ID or give UUIDs (nvidia-smi -L)")
+                raise ValueError(
+                    f"{where} names GPUs by index on a machine of mixed models, which CUDA numbers "
+                    "fastest first: set CUDA_DEVICE_ORDER=PCI_BUS_ID or give UUIDs (nvidia-smi -L)"
+                )
             found = gpus[int(entry)].devices
         elif entry.startswith(("GPU-", "MIG-")):
             matches = [uuid for uuid in by_uuid if uuid.startswith(entry)]
             if len(matches) != 1:
-                raise ValueError(f"{where}: {entry!r} is the start of {len(matches)} UUIDs of nvidia-smi -L, "
-                                 "not of one")
+                raise ValueError(
+                    f"{where}: {entry!r} is the start of {len(matches)} UUIDs of nvidia-smi -L, not of one"
+                )
             found = by_uuid[matches[0]]
         else:
             raise ValueError(f"{where}: {entry!r} is neither a GPU index nor a GPU-/MIG- UUID")
@@ -166,8 +171,9 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def resolve_device(name: str, gpus: Sequence[Gpu] | None = None,
-                   environ: Mapping[str, str] = os.environ) -> torch.device:
+def resolve_device(
+    name: str, gpus: Sequence[Gpu] | None = None, environ: Mapping[str, str] = os.environ
+) -> torch.device:
     """The device ``name`` means. "auto" is cuda when torch is built with CUDA and ``environ`` lets the
     job see a GPU of ``gpus`` (default :func:`nvidia_smi_gpus`), else cpu (with a warning when nvidia-smi
     fails or hangs); deciding starts no CUDA."""
@@ -256,14 +262,18 @@ def gpu_slot(
         yield device
         return
     if torch.cuda.is_initialized():
-        raise RuntimeError("CUDA has already started in this process, so CUDA_VISIBLE_DEVICES can no longer "
-                           "choose its GPU: take the GPU slot before anything uses CUDA")
+        raise RuntimeError(
+            "CUDA has already started in this process, so CUDA_VISIBLE_DEVICES can no longer "
+            "choose its GPU: take the GPU slot before anything uses CUDA"
+        )
     gpus = nvidia_smi_gpus() if gpus is None else gpus
     uuids = visible_devices(gpus, environ)
     before = environ.get("CUDA_VISIBLE_DEVICES")
     if not uuids:
-        raise RuntimeError(f"CUDA was asked for but no GPU is visible (CUDA_VISIBLE_DEVICES="
-                           f"{'<unset>' if before is None else repr(before)}; nvidia-smi -L lists {len(gpus)} GPUs)")
+        raise RuntimeError(
+            f"CUDA was asked for but no GPU is visible (CUDA_VISIBLE_DEVICES="
+            f"{'<unset>' if before is None else repr(before)}; nvidia-smi -L lists {len(gpus)} GPUs)"
+        )
     lock_dir = _shared_folder(Path(lock_dir))
     slots = [(uuid, j) for j in range(jobs_per_gpu) for uuid in uuids]
     taken = _take_slot(lock_dir, slots)

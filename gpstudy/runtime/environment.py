@@ -13,12 +13,22 @@ import pandas as pd
 import torch
 
 import gpstudy
-from gpstudy.runtime.flags import tf32_in_effect
 from gpstudy.io import PACKAGE
+from gpstudy.runtime.flags import tf32_in_effect
 
 # the fields run_environment records beside device, in the order of results/runs.csv's columns
-RECORDED = ("device_name", "cpu_capability", "threads", "tf32", "gpstudy_version", "git_commit", "git_dirty",
-            "torch_version", "numpy_version", "pandas_version")
+RECORDED = (
+    "device_name",
+    "cpu_capability",
+    "threads",
+    "tf32",
+    "gpstudy_version",
+    "git_commit",
+    "git_dirty",
+    "torch_version",
+    "numpy_version",
+    "pandas_version",
+)
 BOOLEAN_RECORDED = ("tf32", "git_dirty")  # the RECORDED fields that are true or false (or empty), not text
 GIT_SECONDS = 30  # longer for git status (a huge checkout, a hung file system): the commit is recorded as unknown
 
@@ -33,11 +43,19 @@ def run_environment(device: torch.device) -> dict:
     ``git_commit`` and ``git_dirty`` (:func:`checkout_state`; null outside a checkout), and the torch,
     numpy and pandas versions."""
     commit, dirty = package_checkout_state()
-    return {"device": str(device), "device_name": device_name(device),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
-            "tf32": tf32_in_effect(device),
-            "gpstudy_version": gpstudy.__version__, "git_commit": commit, "git_dirty": dirty,
-            "torch_version": str(torch.__version__), "numpy_version": np.__version__, "pandas_version": pd.__version__}
+    return {
+        "device": str(device),
+        "device_name": device_name(device),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "tf32": tf32_in_effect(device),
+        "gpstudy_version": gpstudy.__version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "torch_version": str(torch.__version__),
+        "numpy_version": np.__version__,
+        "pandas_version": pd.__version__,
+    }
 
 
 def device_name(device: torch.device) -> str | None:
@@ -78,9 +96,21 @@ def checkout_state(package: Path) -> tuple[str | None, bool | None]:
     if not (top / ".git").exists():  # a folder in a clone, a file in a worktree of one
         return None, None
     try:  # --no-optional-locks: concurrent jobs never contend for the index's lock
-        status = subprocess.run(["git", "--no-optional-locks", "-C", str(top), "status", "--porcelain=v2",
-                                 "--branch", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=GIT_SECONDS)
+        status = subprocess.run(
+            [
+                "git",
+                "--no-optional-locks",
+                "-C",
+                str(top),
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "--untracked-files=no",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=GIT_SECONDS,
+        )
     except (OSError, subprocess.SubprocessError):
         return None, None
     lines = status.stdout.splitlines()

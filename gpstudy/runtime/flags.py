@@ -48,8 +48,10 @@ def set_tf32(allowed: bool) -> dict[str, bool]:
 def tf32_settings() -> dict[str, bool]:
     """Whether this process lets CUDA's float32 matrix products and cuDNN's float32 operators use TF32,
     by PyTorch's flag names."""
-    return {"torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
+    return {
+        "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+    }
 
 
 def set_linalg_library(device: torch.device) -> None:
@@ -69,5 +71,8 @@ def tf32_in_effect(device: torch.device) -> bool:
     """Whether float32 products and convolutions on ``device`` may round to TF32 in this process: a GPU
     that has it (compute capability 8.0, Ampere, or later) and a TF32 flag set (:func:`set_tf32`); never
     on a CPU."""
-    return (device.type == "cuda" and torch.cuda.get_device_capability(device) >= TF32_CAPABILITY
-            and any(tf32_settings().values()))
+    return (
+        device.type == "cuda"
+        and torch.cuda.get_device_capability(device) >= TF32_CAPABILITY
+        and any(tf32_settings().values())
+    )

@@ -47,8 +47,9 @@ SYNC_OPERATORS = {  # operator -> what makes the host wait
     aten.unique_consecutive.default: "unique_consecutive (data-dependent size)",
     aten.repeat_interleave.Tensor: "repeat_interleave (data-dependent size)",
     aten.bincount.default: "bincount (its size is read from the data's maximum)",
-    aten._linalg_check_errors.default:
-        "linalg error check of linalg.cholesky, inv, solve, lu_factor, ldl_factor (info read on the host)",
+    aten._linalg_check_errors.default: (
+        "linalg error check of linalg.cholesky, inv, solve, lu_factor, ldl_factor (info read on the host)"
+    ),
     aten.cholesky.default: "torch.cholesky (info read on the host)",
     aten._linalg_eigh.default: "linalg.eigh or eigvalsh (info read on the host)",
     aten.linalg_eig.default: "linalg.eig or eigvals (info read on the host)",
@@ -123,8 +124,10 @@ class HostSyncCounter(TorchDispatchMode):
     def summary(self) -> str:
         """One line per (place, operator) with its count, deliberate ones marked."""
         counts = Counter((event.where, event.operator, event.reason, event.deliberate) for event in self.events)
-        return "\n".join(f"{count:4d} x {where} {operator}: {reason}{' (deliberate)' if deliberate else ''}"
-                         for (where, operator, reason, deliberate), count in counts.most_common())
+        return "\n".join(
+            f"{count:4d} x {where} {operator}: {reason}{' (deliberate)' if deliberate else ''}"
+            for (where, operator, reason, deliberate), count in counts.most_common()
+        )
 
 
 @contextmanager

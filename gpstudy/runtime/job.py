@@ -53,8 +53,14 @@ def log_job(job: Any) -> None:
 
     def log_end() -> None:
         written = [path for path in job.output if os.path.exists(path)]
-        logger.info("%s ended after %.1f s; %d of its %d outputs written%s", name, time.monotonic() - started,
-                 len(written), len(job.output), "".join(f"\n  {path}" for path in written))
+        logger.info(
+            "%s ended after %.1f s; %d of its %d outputs written%s",
+            name,
+            time.monotonic() - started,
+            len(written),
+            len(job.output),
+            "".join(f"\n  {path}" for path in written),
+        )
 
     atexit.register(log_end)
 
@@ -79,10 +85,12 @@ def check_same_code(planned: str | os.PathLike, running: Path = PACKAGE) -> None
     if planned == running or source_digest(planned) == source_digest(running):
         return
     checkout = planned.parent
-    raise CodeCopyError(f"this process imports gpstudy from {running}, not the workflow's {planned}, and their code "
-                        f"differs (or the latter is missing): install the checkout editable, `pip install -e "
-                        f"{checkout}`, so that plan and jobs import one copy, or reinstall it (`pip install "
-                        f"{checkout}`) after every change")
+    raise CodeCopyError(
+        f"this process imports gpstudy from {running}, not the workflow's {planned}, and their code "
+        f"differs (or the latter is missing): install the checkout editable, `pip install -e "
+        f"{checkout}`, so that plan and jobs import one copy, or reinstall it (`pip install "
+        f"{checkout}`) after every change"
+    )
 
 
 def log_to(path: str | os.PathLike) -> None:
@@ -91,8 +99,9 @@ def log_to(path: str | os.PathLike) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     stream = open(path, "a", buffering=1)  # line-buffered; lives as long as the process
     sys.stderr = stream
-    logging.basicConfig(stream=stream, level=logging.INFO, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=stream, level=logging.INFO, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def die_with_parent() -> None:

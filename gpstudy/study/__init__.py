@@ -11,14 +11,25 @@ import importlib
 from typing import Any
 
 _MODULE_OF = {  # public name -> the module of gpstudy.study that defines it
-    **dict.fromkeys(["DATA_STAGES", "DataPlan", "data_plan", "data_stage_params", "dataset_of", "own_data",
-                     "user_datasets"],
-                    "datasets"),
+    **dict.fromkeys(
+        ["DATA_STAGES", "DataPlan", "data_plan", "data_stage_params", "dataset_of", "own_data", "user_datasets"],
+        "datasets",
+    ),
     **dict.fromkeys(["DEFAULT_CONFIG", "load_config", "merge"], "files"),
     **dict.fromkeys(["TrainJob", "experiment_metrics", "experiment_targets", "splits_of", "study_jobs"], "jobs"),
     **dict.fromkeys(["ConfigError", "load_schema", "object_schema", "training_keys"], "schema"),
-    **dict.fromkeys(["RunSettings", "SettingsError", "check_settings", "exact_gp_settings", "method_names",
-                     "run_settings", "variant_labels"], "settings"),
+    **dict.fromkeys(
+        [
+            "RunSettings",
+            "SettingsError",
+            "check_settings",
+            "exact_gp_settings",
+            "method_names",
+            "run_settings",
+            "variant_labels",
+        ],
+        "settings",
+    ),
     "validate_config": "validate",
 }
 __all__ = sorted(_MODULE_OF)

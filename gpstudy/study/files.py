@@ -29,11 +29,14 @@ class Sources:
         """The sources of the value at ``path`` as ``file:line``, `` + ``-joined in merge order: the one
         that set ``path`` or the mapping holding it, and any that changed a key inside it."""
         above = next((self.set_by[path[:n]] for n in range(len(path), 0, -1) if path[:n] in self.set_by), None)
-        below = [source for known, source in self.set_by.items()
-                 if len(known) > len(path) and known[:len(path)] == path]
+        below = [
+            source for known, source in self.set_by.items() if len(known) > len(path) and known[: len(path)] == path
+        ]
         sources = dict.fromkeys([*([above] if above else []), *below])
-        return " + ".join(f"{source}:{self.lines[source][path]}" if path in self.lines.get(source, {}) else source
-                          for source in sources)
+        return " + ".join(
+            f"{source}:{self.lines[source][path]}" if path in self.lines.get(source, {}) else source
+            for source in sources
+        )
 
 
 def load_config(*files: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -46,8 +49,9 @@ def load_config(*files: str | Path, overrides: dict[str, Any] | None = None) -> 
     return load_traced_config(*files, overrides=overrides)[0]
 
 
-def load_traced_config(*files: str | Path, overrides: dict[str, Any] | None = None,
-                       overrides_source: str = "the overrides") -> tuple[dict[str, Any], Sources]:
+def load_traced_config(
+    *files: str | Path, overrides: dict[str, Any] | None = None, overrides_source: str = "the overrides"
+) -> tuple[dict[str, Any], Sources]:
     """:func:`load_config`, and where each value was set (:class:`Sources`; the overrides named
     ``overrides_source``)."""
     config: dict[str, Any] = {}
@@ -80,8 +84,9 @@ def source_name(path: str | Path) -> str:
     return str(path)
 
 
-def merge(config: dict, changes: dict, origins: dict[KeyPath, str] | None = None, source: str = "",
-          at: KeyPath = ()) -> None:
+def merge(
+    config: dict, changes: dict, origins: dict[KeyPath, str] | None = None, source: str = "", at: KeyPath = ()
+) -> None:
     """Update ``config`` in place with ``changes``, merging nested mappings key by key; each key path
     assigned (a value, or a mapping that replaces a non-mapping) is recorded in ``origins`` as set by
     ``source``, and whatever was recorded below it is forgotten."""
@@ -92,7 +97,7 @@ def merge(config: dict, changes: dict, origins: dict[KeyPath, str] | None = None
         else:
             config[key] = copy.deepcopy(value)
             if origins is not None:
-                for below in [known for known in origins if known[:len(path)] == path]:
+                for below in [known for known in origins if known[: len(path)] == path]:
                     del origins[below]
                 origins[path] = source
 

@@ -21,8 +21,11 @@ def experiment_targets(config: dict[str, Any]) -> list[str]:
     for experiment in sorted({job.experiment for job in study_jobs(config)}):
         targets.append(paths.CURVES_FIGURE.format(experiment=experiment))
         for output in config["experiments"][experiment].get("outputs", []):
-            targets += [pattern.format(experiment=experiment, metric=metric) for pattern in OUTPUT_FILES[output]
-                        for metric in (experiment_metrics(config, experiment) if "{metric}" in pattern else (None,))]
+            targets += [
+                pattern.format(experiment=experiment, metric=metric)
+                for pattern in OUTPUT_FILES[output]
+                for metric in (experiment_metrics(config, experiment) if "{metric}" in pattern else (None,))
+            ]
     return targets
 
 
@@ -30,8 +33,10 @@ def experiment_metrics(config: dict[str, Any], experiment: str) -> tuple[str, ..
     """The test metrics of an experiment's task (``gpstudy.metrics.TASK_METRICS``), one table each."""
     tasks = {dataset_of(config, dataset).task for dataset in config["experiments"][experiment]["datasets"]}
     if len(tasks) != 1:
-        raise ConfigError(f"invalid configuration:\n  config key $.experiments.{experiment}.datasets: data sets "
-                          f"of one task, not {', '.join(sorted(tasks))}")
+        raise ConfigError(
+            f"invalid configuration:\n  config key $.experiments.{experiment}.datasets: data sets "
+            f"of one task, not {', '.join(sorted(tasks))}"
+        )
     return TASK_METRICS[tasks.pop()]
 
 
@@ -52,8 +57,13 @@ class TrainJob:
 
     def wildcards(self) -> dict[str, str | int]:
         """The job's fields in ``paths.BATCH``."""
-        return {"experiment": self.experiment, "dataset": self.dataset, "method": self.method, "M": self.M,
-                "splits": self.label}
+        return {
+            "experiment": self.experiment,
+            "dataset": self.dataset,
+            "method": self.method,
+            "M": self.M,
+            "splits": self.label,
+        }
 
 
 def splits_of(label: str) -> tuple[int, ...]:
@@ -75,7 +85,11 @@ def study_jobs(config: dict[str, Any]) -> list[TrainJob]:
         for dataset in (d for d in spec["datasets"] if d in config["datasets"]):
             splits = data_plan(config, dataset).splits
             size = config.get("splits_per_job") or len(splits)
-            batches = [splits[start:start + size] for start in range(0, len(splits), size)]
-            jobs += [TrainJob(experiment, dataset, method, M, batch)
-                     for method, sizes in spec["methods"].items() for M in sizes for batch in batches]
+            batches = [splits[start : start + size] for start in range(0, len(splits), size)]
+            jobs += [
+                TrainJob(experiment, dataset, method, M, batch)
+                for method, sizes in spec["methods"].items()
+                for M in sizes
+                for batch in batches
+            ]
     return jobs

@@ -20,8 +20,13 @@ def settings_lines(config: dict[str, Any], sources: Sources, dataset: str, metho
     """One line per resolved setting of ``method`` at ``M`` on ``dataset``: ``key = value`` and where it
     came from (``file:line: key.path``; a method option under its key; "auto" devices as resolved here)."""
     settings, paths = traced_run_settings(config, dataset, method=method, M=M)
-    values = {"method": settings.method, "M": settings.M, "seed": settings.seed,
-              **{key: getattr(settings, key) for key in training_keys()}, **settings.options}
+    values = {
+        "method": settings.method,
+        "M": settings.M,
+        "seed": settings.seed,
+        **{key: getattr(settings, key) for key in training_keys()},
+        **settings.options,
+    }
     rows = []
     for key, value in values.items():
         path = paths[key]

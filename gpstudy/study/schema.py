@@ -23,8 +23,12 @@ def training_keys() -> dict[str, dict]:
 
 def object_schema(properties: dict[str, dict], required: bool = True) -> dict:
     """The JSON schema of an object of exactly these properties (all of them required, unless not)."""
-    return {"type": "object", "additionalProperties": False, "properties": properties,
-            **({"required": sorted(properties)} if required else {})}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+        **({"required": sorted(properties)} if required else {}),
+    }
 
 
 @functools.cache
@@ -42,13 +46,15 @@ def load_schema() -> dict:
     dataset = schema["properties"]["dataset_options"]["additionalProperties"]["properties"]
     dataset["protocol"]["enum"] = list(PROTOCOLS)
     schema["properties"]["variants"]["additionalProperties"]["properties"]["method"]["enum"] = sorted(METHODS)
-    schema["properties"]["experiments"]["additionalProperties"]["properties"]["quoted"]["enum"] = sorted(quoted_tables())
+    schema["properties"]["experiments"]["additionalProperties"]["properties"]["quoted"]["enum"] = sorted(
+        quoted_tables()
+    )
     for name, method in METHODS.items():
         options = method.options_schema
         schema["properties"]["methods"]["properties"][name] = {  # its options, and any training key for it
-            **object_schema({**training["properties"], **options}), "required": sorted(options)}
+            **object_schema({**training["properties"], **options}),
+            "required": sorted(options),
+        }
         dataset["methods"]["properties"][name] = object_schema({**training["properties"], **options}, required=False)
         dataset.update({**training["properties"], **options})  # at the data set's level: for every method that has it
     return schema
-
-

@@ -8,10 +8,10 @@ from typing import Any
 import jsonschema
 
 from gpstudy.data.registry import Dataset
-from gpstudy.runtime.devices import resolve_device
 from gpstudy.kernels import KERNELS
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import METHODS, compile_problem, pairing_problems
+from gpstudy.runtime.devices import resolve_device
 from gpstudy.study.schema import object_schema, training_keys
 
 STUDY_WIDE = ("iterations", "device")  # top-level config keys that override every training run (see run_settings)
@@ -71,29 +71,41 @@ def check_settings(settings: RunSettings, dataset: Dataset) -> None:
     method = METHODS[settings.method]
     if settings.M < 1:
         raise SettingsError(f"M = {settings.M}: a method needs at least one inducing or measurement point")
-    _validate({name: getattr(settings, name) for name in training_keys()}, object_schema(training_keys()),
-              "training settings")
-    for kind, name, registry in (("kernel", settings.kernel, KERNELS),
-                                 ("likelihood", settings.likelihood, LIKELIHOODS)):
+    _validate(
+        {name: getattr(settings, name) for name in training_keys()}, object_schema(training_keys()), "training settings"
+    )
+    for kind, name, registry in (
+        ("kernel", settings.kernel, KERNELS),
+        ("likelihood", settings.likelihood, LIKELIHOODS),
+    ):
         if name not in registry:
             raise SettingsError(f"unknown {kind} {name!r}; known: {', '.join(sorted(registry))}")
-    _validate(settings.kernel_options, KERNELS[settings.kernel].options_schema,
-              f"kernel_options of {settings.kernel!r}")
-    _validate(settings.likelihood_options, LIKELIHOODS[settings.likelihood].options_schema,
-              f"likelihood_options of {settings.likelihood!r}")
+    _validate(
+        settings.kernel_options, KERNELS[settings.kernel].options_schema, f"kernel_options of {settings.kernel!r}"
+    )
+    _validate(
+        settings.likelihood_options,
+        LIKELIHOODS[settings.likelihood].options_schema,
+        f"likelihood_options of {settings.likelihood!r}",
+    )
     _validate(settings.options, object_schema(method.options_schema), f"options of method {settings.method!r}")
     task = LIKELIHOODS[settings.likelihood].task
     if task != dataset.task:
-        raise SettingsError(f"likelihood {settings.likelihood!r} is for {task}, but data set {dataset.name!r} is "
-                            f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}")
-    if problems := pairing_problems(settings.method, settings.options, settings.kernel, settings.kernel_options,
-                                    settings.likelihood):
+        raise SettingsError(
+            f"likelihood {settings.likelihood!r} is for {task}, but data set {dataset.name!r} is "
+            f"a {dataset.task} task; set `likelihood` under dataset_options.{dataset.name}"
+        )
+    if problems := pairing_problems(
+        settings.method, settings.options, settings.kernel, settings.kernel_options, settings.likelihood
+    ):
         raise SettingsError("; ".join(problems))
     if settings.torch_compile and (problem := compile_problem(settings.method)):
         raise SettingsError(problem)
     if settings.pretrain and settings.likelihood != "gaussian":
-        raise SettingsError("pretrain: true fits the exact GP's marginal likelihood, which needs the gaussian "
-                            f"likelihood, not {settings.likelihood!r}")
+        raise SettingsError(
+            "pretrain: true fits the exact GP's marginal likelihood, which needs the gaussian "
+            f"likelihood, not {settings.likelihood!r}"
+        )
 
 
 def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) -> RunSettings:
@@ -120,8 +132,9 @@ def run_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) 
     return traced_run_settings(config, dataset, **overrides)[0]
 
 
-def traced_run_settings(config: dict[str, Any], dataset: str | None,
-                        **overrides: Any) -> tuple[RunSettings, dict[str, str | None]]:
+def traced_run_settings(
+    config: dict[str, Any], dataset: str | None, **overrides: Any
+) -> tuple[RunSettings, dict[str, str | None]]:
     """:func:`run_settings`, and where each of its values came from: setting (``method``, ``M``, ``seed``,
     a training key or a method option) -> the config key path that set it (e.g.
     ``dataset_options.mnist.methods.gpnet.lr``), or None for the caller's ``overrides``."""
@@ -136,8 +149,10 @@ def traced_run_settings(config: dict[str, Any], dataset: str | None,
     for where, keys in (("variants." + name, variant), ("the overrides", given)):
         unknown = sorted(set(keys) - training - option_names)
         if unknown:
-            raise SettingsError(f"{where}: {', '.join(unknown)} is neither a training setting nor an option of "
-                                f"method {method!r}; valid: {', '.join(sorted(training | option_names))}")
+            raise SettingsError(
+                f"{where}: {', '.join(unknown)} is neither a training setting nor an option of "
+                f"method {method!r}; valid: {', '.join(sorted(training | option_names))}"
+            )
     data_options = config.get("dataset_options", {}).get(dataset, {}) if dataset is not None else {}
     data_settings = {key: value for key, value in data_options.items() if key in training | option_names}
     layers = [  # (config key path, its settings), from the lowest precedence to the highest
@@ -147,7 +162,8 @@ def traced_run_settings(config: dict[str, Any], dataset: str | None,
         (f"dataset_options.{dataset}.methods.{method}", data_options.get("methods", {}).get(method, {})),
         (f"variants.{name}", variant),
         ("", {key: config[key] for key in STUDY_WIDE if config.get(key) is not None}),
-        (None, given)]
+        (None, given),
+    ]
     values, sources = {}, {"method": f"variants.{name}.method" if name != method else None, "M": None, "seed": "seed"}
     for where, settings in layers:
         for key, value in settings.items():
@@ -157,8 +173,9 @@ def traced_run_settings(config: dict[str, Any], dataset: str | None,
         raise SettingsError(f"method {method!r} has no value for {', '.join(missing)} (give it under methods.{method})")
     options = {option: values.pop(option) for option in sorted(option_names)}
     values["device"] = str(resolve_device(values["device"]))
-    return RunSettings(method=method, M=M, seed=config["seed"], options=options,
-                       **{name: values[name] for name in training}), sources
+    return RunSettings(
+        method=method, M=M, seed=config["seed"], options=options, **{name: values[name] for name in training}
+    ), sources
 
 
 def exact_gp_settings(config: dict[str, Any], dataset: str | None, **overrides: Any) -> RunSettings:
@@ -186,4 +203,3 @@ def _validator(schema: str) -> jsonschema.protocols.Validator:
     validator = jsonschema.validators.validator_for(loaded)
     validator.check_schema(loaded)
     return validator(loaded)
-

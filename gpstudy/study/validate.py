@@ -27,8 +27,9 @@ def validate_config(config: dict[str, Any]) -> None:
     Raises:
         ConfigError: naming the offending key (e.g. ``$.datasets[1]``) and what is wrong with it.
     """
-    errors = sorted(jsonschema.Draft202012Validator(load_schema()).iter_errors(config),
-                    key=lambda e: list(e.absolute_path))
+    errors = sorted(
+        jsonschema.Draft202012Validator(load_schema()).iter_errors(config), key=lambda e: list(e.absolute_path)
+    )
     problems = [f"  config key {e.json_path}: {e.message}" for e in errors]
     problems += [f"  config key {path}: a number must be finite, not NaN or infinite" for path in _non_finite(config)]
     problems = problems or [f"  config key {path}: {problem}" for path, problem in _bad_names(config)]
@@ -41,15 +42,22 @@ def validate_config(config: dict[str, Any]) -> None:
         for index, name in enumerate(names):
             if name not in known:
                 where = f"$.{key}[{index}]" if isinstance(names, list) else f"$.{key}.{name}"
-                raise ConfigError(f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
-                                  f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)")
+                raise ConfigError(
+                    f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
+                    f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)"
+                )
     clashes = sorted(set(user_datasets(config)) & set(DATASETS))  # a user's file would train as the built-in one
     if clashes:
-        raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{clashes[0]}.source: "
-                          f"{clashes[0]!r} is a built-in data set, whose tables print the paper's numbers beside it; "
-                          f"give a data set of your own a name of its own (e.g. my_{clashes[0]})")
-    used = {*config["datasets"], *config.get("dataset_options", {}),
-            *(name for spec in config["experiments"].values() for name in spec["datasets"])}
+        raise ConfigError(
+            f"invalid configuration:\n  config key $.dataset_options.{clashes[0]}.source: "
+            f"{clashes[0]!r} is a built-in data set, whose tables print the paper's numbers beside it; "
+            f"give a data set of your own a name of its own (e.g. my_{clashes[0]})"
+        )
+    used = {
+        *config["datasets"],
+        *config.get("dataset_options", {}),
+        *(name for spec in config["experiments"].values() for name in spec["datasets"]),
+    }
     for name in sorted(used - set(user_datasets(config))):
         try:
             get_dataset(name).with_reader_options(config.get("dataset_options", {}).get(name, {}))
@@ -60,58 +68,83 @@ def validate_config(config: dict[str, Any]) -> None:
             try:
                 dataset_of(config, name)
             except ValueError as error:
-                raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: {error}") from None
+                raise ConfigError(
+                    f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: {error}"
+                ) from None
     for name in config.get("variants", {}):
         if name in METHODS:
-            raise ConfigError(f"invalid configuration:\n  config key $.variants.{name}: a registered method's name; "
-                              "give the variant a name of its own")
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.variants.{name}: a registered method's name; "
+                "give the variant a name of its own"
+            )
     for index, name in enumerate(config.get("run_experiments") or []):
         if name not in config["experiments"]:
-            raise ConfigError(f"invalid configuration:\n  config key $.run_experiments[{index}]: unknown experiment "
-                              f"{name!r}; known: {', '.join(sorted(config['experiments']))}")
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.run_experiments[{index}]: unknown experiment "
+                f"{name!r}; known: {', '.join(sorted(config['experiments']))}"
+            )
     for name, spec in config["experiments"].items():
         for method in spec["methods"]:
             if method not in method_names(config):
-                raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.methods.{method}: "
-                                  f"unknown method {method!r}; known: {', '.join(method_names(config))} "
-                                  "(or define it under `variants`)")
+                raise ConfigError(
+                    f"invalid configuration:\n  config key $.experiments.{name}.methods.{method}: "
+                    f"unknown method {method!r}; known: {', '.join(method_names(config))} "
+                    "(or define it under `variants`)"
+                )
         metrics = experiment_metrics(config, name)  # one task per experiment
         if "quoted" in spec and quoted_tables()[spec["quoted"]]["metric"] not in metrics:
-            raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.quoted: table "
-                              f"{spec['quoted']!r} holds {quoted_tables()[spec['quoted']]['metric']}, not one of the "
-                              f"experiment's metrics ({', '.join(metrics)})")
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.experiments.{name}.quoted: table "
+                f"{spec['quoted']!r} holds {quoted_tables()[spec['quoted']]['metric']}, not one of the "
+                f"experiment's metrics ({', '.join(metrics)})"
+            )
         if "posteriors" in spec.get("outputs", []) and len(spec["datasets"]) != 1:
-            raise ConfigError(f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
-                              f"one data set of one input, not {len(spec['datasets'])}")
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.experiments.{name}.outputs: posteriors draws "
+                f"one data set of one input, not {len(spec['datasets'])}"
+            )
     for name, options in user_datasets(config).items():
         if "sha256" in options:
-            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: a user data set "
-                              "pins its file with source.sha256")
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: a user data set "
+                "pins its file with source.sha256"
+            )
         if set(options) & READER_OPTIONS:
-            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: "
-                              f"{', '.join(sorted(set(options) & READER_OPTIONS))} is an option of a registered "
-                              "data set's reader, not of a user data set")
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.dataset_options.{name}: "
+                f"{', '.join(sorted(set(options) & READER_OPTIONS))} is an option of a registered "
+                "data set's reader, not of a user data set"
+            )
         missing = [key for key in USER_DATASET_KEYS if key not in options]
         if missing:
-            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}: a user data set "
-                              f"(one with a `source`) needs {', '.join(missing)}")
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.dataset_options.{name}: a user data set "
+                f"(one with a `source`) needs {', '.join(missing)}"
+            )
     for name, options in config.get("dataset_options", {}).items():
         if "standardize_inputs" in options and dataset_of(config, name).task == "regression":
-            raise ConfigError(f"invalid configuration:\n  config key $.dataset_options.{name}.standardize_inputs: "
-                              f"{name!r} is a regression data set, whose x and y are always standardized with "
-                              "training statistics; the option is a classification data set's")
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.dataset_options.{name}.standardize_inputs: "
+                f"{name!r} is a regression data set, whose x and y are always standardized with "
+                "training statistics; the option is a classification data set's"
+            )
     for job in study_jobs(config):
         try:
-            check_settings(run_settings(config, job.dataset, method=job.method, M=job.M),
-                           dataset_of(config, job.dataset))
+            check_settings(
+                run_settings(config, job.dataset, method=job.method, M=job.M), dataset_of(config, job.dataset)
+            )
         except SettingsError as error:
-            raise ConfigError(f"invalid configuration:\n  experiment {job.experiment!r}, data set {job.dataset!r}, "
-                              f"method {job.method!r}: {error}") from None
+            raise ConfigError(
+                f"invalid configuration:\n  experiment {job.experiment!r}, data set {job.dataset!r}, "
+                f"method {job.method!r}: {error}"
+            ) from None
     for name in sorted({job.dataset for job in study_jobs(config)} & set(CLASSES) - set(user_datasets(config))):
         for classes, key in declared_classes(config, name):  # a user data set's labels: checked by its table rule
             if classes != CLASSES[name]:
-                raise ConfigError(f"invalid configuration:\n  config key $.{key}: data set {name!r} has "
-                                  f"{CLASSES[name]} classes (labels 0..{CLASSES[name] - 1}), but {key} declares {classes}")
+                raise ConfigError(
+                    f"invalid configuration:\n  config key $.{key}: data set {name!r} has "
+                    f"{CLASSES[name]} classes (labels 0..{CLASSES[name] - 1}), but {key} declares {classes}"
+                )
 
 
 def tabulate_params(config: dict[str, Any], name: str, protocol: str) -> dict[str, Any]:
@@ -144,16 +177,25 @@ def _bad_names(config: dict[str, Any]) -> list[tuple[str, str]]:
     """(path, problem) of every data set, method and variant name that breaks its rule in ``paths``:
     the names become parts of the study's file paths, and Snakemake matches them by those rules."""
     named = [(paths.DATASET_NAME, "data set", f"$.datasets[{i}]", name) for i, name in enumerate(config["datasets"])]
-    named += [(paths.DATASET_NAME, "data set", f"$.dataset_options.{name}", name)
-              for name in config.get("dataset_options", {})]
+    named += [
+        (paths.DATASET_NAME, "data set", f"$.dataset_options.{name}", name)
+        for name in config.get("dataset_options", {})
+    ]
     named += [(paths.METHOD_NAME, "variant", f"$.variants.{name}", name) for name in config.get("variants", {})]
     for experiment, spec in config["experiments"].items():
-        named += [(paths.DATASET_NAME, "data set", f"$.experiments.{experiment}.datasets[{i}]", name)
-                  for i, name in enumerate(spec["datasets"])]
-        named += [(paths.METHOD_NAME, "method", f"$.experiments.{experiment}.methods.{name}", name)
-                  for name in spec["methods"]]
-    return [(path, f"{kind} name {name!r} must match {rule.pattern} ({rule.words})")
-            for rule, kind, path, name in named if not rule.allows(name)]
+        named += [
+            (paths.DATASET_NAME, "data set", f"$.experiments.{experiment}.datasets[{i}]", name)
+            for i, name in enumerate(spec["datasets"])
+        ]
+        named += [
+            (paths.METHOD_NAME, "method", f"$.experiments.{experiment}.methods.{name}", name)
+            for name in spec["methods"]
+        ]
+    return [
+        (path, f"{kind} name {name!r} must match {rule.pattern} ({rule.words})")
+        for rule, kind, path, name in named
+        if not rule.allows(name)
+    ]
 
 
 def _non_finite(value: Any, path: str = "$") -> list[str]:

@@ -3,4 +3,13 @@
 from gpstudy.training.fit import BatchSampler, fit
 from gpstudy.training.run import exact_reference, predict, pretrain_splits, run_job, run_splits, train_splits
 
-__all__ = ["BatchSampler", "exact_reference", "fit", "predict", "pretrain_splits", "run_job", "run_splits", "train_splits"]
+__all__ = [
+    "BatchSampler",
+    "exact_reference",
+    "fit",
+    "predict",
+    "pretrain_splits",
+    "run_job",
+    "run_splits",
+    "train_splits",
+]

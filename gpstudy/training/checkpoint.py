@@ -44,8 +44,14 @@ class Checkpointer:
     caller removed it; the write's error is raised then, or logged when another error is leaving.
     """
 
-    def __init__(self, path: Path | None, device: torch.device, every: int | None, minutes: float | None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        path: Path | None,
+        device: torch.device,
+        every: int | None,
+        minutes: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.path, self.device, self.every, self.minutes, self.clock = path, device, every, minutes, clock
         if path is not None:
             remove_partial_writes(path)
@@ -167,8 +173,9 @@ def load(path: Path, fingerprint: str, device: torch.device) -> dict | None:
     try:
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as error:  # torch raises pickle, zip and runtime errors alike
-        raise CheckpointError(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
-                              "delete it and rerun to start afresh") from error
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); delete it and rerun to start afresh"
+        ) from error
     if state.get("fingerprint") != fingerprint:
         message = f"checkpoint {path} belongs to other settings, splits, start or code: discarded, starting afresh"
         log.warning("%s", message)

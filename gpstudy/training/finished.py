@@ -28,8 +28,10 @@ def keep_outputs(record: Path, identity: str, folders: dict[int, Path], names: I
     """Keep the text of the files ``names`` in each split's folder (those that exist) in ``record``,
     under ``identity`` (what the job is: its settings, data, start, code and labels)."""
     names = list(names)
-    files = {str(s): {name: (folder / name).read_text() for name in names if (folder / name).is_file()}
-             for s, folder in folders.items()}
+    files = {
+        str(s): {name: (folder / name).read_text() for name in names if (folder / name).is_file()}
+        for s, folder in folders.items()
+    }
     write_json(record, {"identity": identity, "files": files})
 
 
@@ -44,18 +46,23 @@ def restore_outputs(record: Path, identity: str, folders: dict[int, Path]) -> bo
         return False
     kept = read_json(record, remake="delete it and rerun (the job then trains afresh)")
     if kept.get("identity") != identity or set(kept.get("files", {})) != {str(s) for s in folders}:
-        log.info("%s holds the outputs of another run of this job (other settings, data, start or code): training",
-                 record)
+        log.info(
+            "%s holds the outputs of another run of this job (other settings, data, start or code): training", record
+        )
         return False
     for s, folder in folders.items():
         for name, text in kept["files"][str(s)].items():
             write_text(folder / name, text)
-    log.info("this job finished before (its outputs kept in %s): its outputs rewritten from there, nothing trained;"
-             " delete that file to train afresh", record)
+    log.info(
+        "this job finished before (its outputs kept in %s): its outputs rewritten from there, nothing trained;"
+        " delete that file to train afresh",
+        record,
+    )
     return True
 
 
 def job_identity(fingerprint: str, labels: dict[int, dict]) -> str:
     """What a finished job's outputs belong to: the run's fingerprint and the labels its files carry."""
-    return json.dumps({"run": fingerprint, "labels": {str(s): label for s, label in labels.items()}},
-                      sort_keys=True, default=str)
+    return json.dumps(
+        {"run": fingerprint, "labels": {str(s): label for s, label in labels.items()}}, sort_keys=True, default=str
+    )

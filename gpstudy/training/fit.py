@@ -10,14 +10,14 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.training.checkpoint import Checkpointer, load
-from gpstudy.runtime.devices import synchronize
 from gpstudy.methods import Method, compile_problem
+from gpstudy.runtime.devices import synchronize
+from gpstudy.study.settings import SettingsError
+from gpstudy.training.checkpoint import Checkpointer, load
 from gpstudy.training.optim import adam, optimizer_step
 from gpstudy.training.pretrain import readable_hyperparameters
 from gpstudy.training.progress import Progress, format_values
 from gpstudy.training.stopping import checkpointed, stop_signals
-from gpstudy.study.settings import SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class BatchSampler:
             self.order = draws.randperm(self.n, self.generators, self.order.device)
             self.cursor = 0
         self.cursor += self.batch_size
-        return self.order[..., self.cursor - self.batch_size:self.cursor]
+        return self.order[..., self.cursor - self.batch_size : self.cursor]
 
     def state_dict(self) -> dict:
         return {"order": self.order, "cursor": self.cursor}
@@ -51,17 +51,25 @@ class BatchSampler:
         self.order, self.cursor = state["order"].to(self.order.device), state["cursor"]
 
 
-def train_iteration(method: Method, optimizer: torch.optim.Optimizer, sampler: BatchSampler, x_train: Tensor,
-                    y_train: Tensor, step: int, generators: draws.Generators,
-                    loss: Callable[..., Tensor] | None = None) -> Tensor:
+def train_iteration(
+    method: Method,
+    optimizer: torch.optim.Optimizer,
+    sampler: BatchSampler,
+    x_train: Tensor,
+    y_train: Tensor,
+    step: int,
+    generators: draws.Generators,
+    loss: Callable[..., Tensor] | None = None,
+) -> Tensor:
     """Iteration ``step`` of training: the next minibatch, one optimizer step on the method's loss (or
     ``loss``, the same function compiled) and its own update (at most one host synchronisation:
     ``gpstudy.training.optim.optimizer_step``). Returns the loss ``[*batch]``."""
     batch = sampler.next()
     x_batch, y_batch = draws.take_rows(x_train, batch), draws.take_rows(y_train, batch)
     objective = method.loss if loss is None else loss
-    return optimizer_step(optimizer, lambda: objective(x_batch, y_batch, step, generators), generators,
-                          method.natural_update)
+    return optimizer_step(
+        optimizer, lambda: objective(x_batch, y_batch, step, generators), generators, method.natural_update
+    )
 
 
 STEP_SOURCE = "L['step']"  # the step argument of ``Method.loss``, as torch.compile names it
@@ -145,15 +153,25 @@ def fit(
     loss_function = torch.compile(method.loss) if torch_compile else None
     # the loss's step (an int, new every iteration) compiled as a symbol from the start, not first as
     # the constant 1 and again at step 2, where this torch can be told so
-    step_as_symbol = (torch.compiler.config.patch(dynamic_sources=STEP_SOURCE)
-                      if torch_compile and step_as_symbol_supported() else contextlib.nullcontext())
+    step_as_symbol = (
+        torch.compiler.config.patch(dynamic_sources=STEP_SOURCE)
+        if torch_compile and step_as_symbol_supported()
+        else contextlib.nullcontext()
+    )
     tic = time.perf_counter()
     progress = Progress("training", iterations, log, start)
 
     def state(step: int) -> dict:
-        return {"method": method.state_dict(), "optimizer": optimizer.state_dict(),
-                "generators": draws.get_state(generators), "sampler": sampler.state_dict(), "step": step,
-                "curve": curve, "seconds": seconds + time.perf_counter() - tic, "fingerprint": fingerprint}
+        return {
+            "method": method.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "generators": draws.get_state(generators),
+            "sampler": sampler.state_dict(),
+            "step": step,
+            "curve": curve,
+            "seconds": seconds + time.perf_counter() - tic,
+            "fingerprint": fingerprint,
+        }
 
     # stop signals outermost: a second one while the checkpoint is written (leaving checkpoints) is only recorded
     with stop_signals(enabled=checkpoint is not None) as stop, checkpoints, step_as_symbol, progress:
@@ -163,8 +181,9 @@ def fit(
                 seconds += _elapsed(tic, x_train.device)
                 metrics = {key: value.tolist() for key, value in evaluate().items()}
                 curve.append({"iteration": step, "objective": loss.detach().tolist(), "seconds": seconds, **metrics})
-                progress.step(step, format_values({key: value for key, value in curve[-1].items()
-                                                   if key != "iteration"}))
+                progress.step(
+                    step, format_values({key: value for key, value in curve[-1].items() if key != "iteration"})
+                )
                 tic = time.perf_counter()
             else:
                 progress.step(step)  # the host's clock alone: no device read
@@ -174,8 +193,12 @@ def fit(
                 raise checkpointed(step, stop, log)
             if checkpoints.due(step) and step < iterations:
                 checkpoints.write(state(step))
-    log.info("training done: %s", format_values({"objective": curve[-1]["objective"],
-                                                  **readable_hyperparameters(method.kernel, method.likelihood)}))
+    log.info(
+        "training done: %s",
+        format_values(
+            {"objective": curve[-1]["objective"], **readable_hyperparameters(method.kernel, method.likelihood)}
+        ),
+    )
     return curve, seconds
 
 
@@ -183,4 +206,3 @@ def _elapsed(tic: float, device: torch.device) -> float:
     """Seconds since ``tic``, after the device finished its queued work."""
     synchronize(device)
     return time.perf_counter() - tic
-

@@ -19,8 +19,12 @@ def adam(parameters: Iterable[nn.Parameter], lr: float, device: torch.device) ->
     return torch.optim.Adam(parameters, lr=lr, foreach=False)
 
 
-def optimizer_step(optimizer: torch.optim.Optimizer, objective: Callable[[], Tensor], generators: draws.Generators,
-                   natural_update: Callable[[], Callable[[], None] | None] = lambda: None) -> Tensor:
+def optimizer_step(
+    optimizer: torch.optim.Optimizer,
+    objective: Callable[[], Tensor],
+    generators: draws.Generators,
+    natural_update: Callable[[], Callable[[], None] | None] = lambda: None,
+) -> Tensor:
     """Minimize ``objective()`` (summed over a batch of splits) by one step of ``optimizer``; return it.
     ``natural_update`` (``Method.natural_update``) computes an update of its own from the gradient, and
     the function it returns applies it after the optimizer's step.
@@ -34,6 +38,7 @@ def optimizer_step(optimizer: torch.optim.Optimizer, objective: Callable[[], Ten
     on a CPU). In a batch of splits, failures of splits already lost (a trained parameter non-finite:
     nothing can save them) cost a second read instead of the rerun, unless every split is lost.
     """
+
     def gradient() -> tuple[Tensor, Callable[[], None] | None]:
         loss = objective()
         optimizer.zero_grad(set_to_none=True)
@@ -65,6 +70,10 @@ def _lost_splits(optimizer: torch.optim.Optimizer, generators: draws.Generators)
     shape = draws.batch_shape(generators)
     if not shape:
         return None
-    flags = [~torch.isfinite(parameter.detach()).reshape(shape[0], -1).all(-1)
-             for group in optimizer.param_groups for parameter in group["params"] if parameter.shape[:1] == shape]
+    flags = [
+        ~torch.isfinite(parameter.detach()).reshape(shape[0], -1).all(-1)
+        for group in optimizer.param_groups
+        for parameter in group["params"]
+        if parameter.shape[:1] == shape
+    ]
     return torch.stack(flags).any(0) if flags else None

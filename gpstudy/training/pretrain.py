@@ -8,12 +8,12 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.training.checkpoint import load, remove_partial_writes, save
-from gpstudy.linalg import positive
 from gpstudy.io import read_json
 from gpstudy.kernels import Kernel
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
+from gpstudy.linalg import positive
 from gpstudy.methods.exact_gp import log_marginal_likelihood
+from gpstudy.training.checkpoint import load, remove_partial_writes, save
 from gpstudy.training.optim import adam, optimizer_step
 from gpstudy.training.progress import Progress
 from gpstudy.training.stopping import RERUN_STATUS, Stopped, checkpointed, stop_signals
@@ -80,17 +80,27 @@ def pretrain_hyperparameters(
     # the checkpoint is written inside: a second signal during the write is only recorded
     with stop_signals() as stop, Progress("pretraining", iterations, log, start) as progress:
         for step in range(start, iterations + 1):
-            objective = optimizer_step(optimizer, lambda: negative_lml_per_point(x_subset, y_subset, kernel,
-                                                                                 likelihood), generators)
+            objective = optimizer_step(
+                optimizer, lambda: negative_lml_per_point(x_subset, y_subset, kernel, likelihood), generators
+            )
             progress.step(step)  # the host's clock alone: no device read
             if stop and step < iterations:  # a signal (gpstudy.training.stopping): save this step's state, then exit
                 if checkpoint is None:
                     message = f"pretraining stopped at iteration {step} on {stop.name}, no checkpoint"
                     log.info("%s; exit status %d: rerun to start it again", message, RERUN_STATUS)
                     raise Stopped(message)
-                save(checkpoint, {"kernel": kernel.state_dict(), "likelihood": likelihood.state_dict(),
-                                  "optimizer": optimizer.state_dict(), "generators": draws.get_state(generators),
-                                  "subset": subset, "step": step, "fingerprint": fingerprint})
+                save(
+                    checkpoint,
+                    {
+                        "kernel": kernel.state_dict(),
+                        "likelihood": likelihood.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "generators": draws.get_state(generators),
+                        "subset": subset,
+                        "step": step,
+                        "fingerprint": fingerprint,
+                    },
+                )
                 raise checkpointed(step, stop, log)
     return objective.detach()
 
@@ -103,37 +113,49 @@ def negative_lml_per_point(x: Tensor, y: Tensor, kernel: Kernel, likelihood: Gau
 def hyperparameters_to_dict(kernel: Kernel, likelihood: Likelihood) -> dict[str, dict]:
     """The kernel's and the likelihood's state dicts as JSON-able nested lists (raw, unconstrained
     values; with a leading list over the splits of a batch): ``{"kernel": {...}, "likelihood": {...}}``."""
-    return {part: {name: value.detach().cpu().tolist() for name, value in module.state_dict().items()}
-            for part, module in (("kernel", kernel), ("likelihood", likelihood))}
+    return {
+        part: {name: value.detach().cpu().tolist() for name, value in module.state_dict().items()}
+        for part, module in (("kernel", kernel), ("likelihood", likelihood))
+    }
 
 
 def load_hyperparameters(kernel: Kernel, likelihood: Likelihood, hyperparameters: dict[str, dict]) -> None:
     """Set kernel and likelihood in place from ``hyperparameters_to_dict``'s output (of the same batch shape)."""
     for part, module in (("kernel", kernel), ("likelihood", likelihood)):
         state = module.state_dict()
-        module.load_state_dict({name: torch.as_tensor(value, dtype=state[name].dtype, device=state[name].device)
-                                for name, value in hyperparameters[part].items()})
+        module.load_state_dict(
+            {
+                name: torch.as_tensor(value, dtype=state[name].dtype, device=state[name].device)
+                for name, value in hyperparameters[part].items()
+            }
+        )
 
 
 def stack_hyperparameters(per_split: list[dict[str, dict]]) -> dict[str, dict]:
     """One split's ``hyperparameters_to_dict`` each -> one dict of a batch (a leading list over splits)."""
-    return {part: {name: [split[part][name] for split in per_split] for name in per_split[0][part]}
-            for part in per_split[0]}
+    return {
+        part: {name: [split[part][name] for split in per_split] for name in per_split[0][part]} for part in per_split[0]
+    }
 
 
 def unstack_hyperparameters(batch: dict[str, dict]) -> list[dict[str, dict]]:
     """The inverse of ``stack_hyperparameters``."""
     size = len(next(iter(next(iter(batch.values())).values())))
-    return [{part: {name: values[s] for name, values in state.items()} for part, state in batch.items()}
-            for s in range(size)]
+    return [
+        {part: {name: values[s] for name, values in state.items()} for part, state in batch.items()}
+        for s in range(size)
+    ]
 
 
 def readable_hyperparameters(kernel: Kernel, likelihood: Likelihood) -> dict[str, list | float]:
     """Every positive hyperparameter by its constrained name (``raw_lengthscale`` -> ``lengthscale``),
     as JSON-able numbers (with a leading list over the splits of a batch)."""
-    return {name.removeprefix("raw_"): positive(value).detach().cpu().tolist()
-            for module in (kernel, likelihood) for name, value in module.named_parameters()
-            if name.startswith("raw_")}
+    return {
+        name.removeprefix("raw_"): positive(value).detach().cpu().tolist()
+        for module in (kernel, likelihood)
+        for name, value in module.named_parameters()
+        if name.startswith("raw_")
+    }
 
 
 def read_hyperparameters(files: Iterable[str | Path]) -> dict | None:

@@ -47,8 +47,10 @@ def duration(seconds: float) -> str:
 
 def format_values(values: dict) -> str:
     """``key value`` pairs; a batch's (or a vector's) values as ``[a, b, ...]``, nested as they are."""
+
     def number(value: float | list) -> str:
         return "[" + ", ".join(map(number, value)) + "]" if isinstance(value, list) else f"{value:.4g}"
+
     return ", ".join(f"{key} {number(value)}" for key, value in values.items())
 
 
@@ -68,8 +70,9 @@ class Progress:
 
             self.bar = tqdm(total=total, initial=start - 1, desc=what, unit="it", dynamic_ncols=True)
             # the log's console lines printed above the bar, not through it, by the loggers that print them
-            self.console = logging_redirect_tqdm([logger for logger in (logging.root, logging.getLogger("gpstudy"))
-                                                  if logger.handlers])
+            self.console = logging_redirect_tqdm(
+                [logger for logger in (logging.root, logging.getLogger("gpstudy")) if logger.handlers]
+            )
 
     def __enter__(self) -> "Progress":
         self.console.__enter__()
@@ -93,14 +96,16 @@ class Progress:
             self.log.info("%s: %s%s", self.what, self.line(k, now), "" if details is None else f": {details}")
 
     def line(self, k: int, now: float) -> str:
-        """"iteration k of T (p%), r it/s, elapsed h:mm:ss, ETA h:mm:ss" at the clock's ``now``: the rate of this
+        """ "iteration k of T (p%), r it/s, elapsed h:mm:ss, ETA h:mm:ss" at the clock's ``now``: the rate of this
         session's iterations (a resumed run's since resuming) after its first, whose compilation and warm-up
         would make an ETA of days; at the first, its time instead."""
         elapsed, (counted, since) = now - self.began, self.since
         where = f"iteration {k} of {self.total} ({100 * k / self.total:.0f}%)"
         if k <= counted:
-            return (f"{where}, elapsed {duration(elapsed)} (the first iteration: compilation, warm-up), "
-                    "ETA at the next line")
+            return (
+                f"{where}, elapsed {duration(elapsed)} (the first iteration: compilation, warm-up), "
+                "ETA at the next line"
+            )
         rate = (k - counted) / max(now - since, 1e-9)
         shown = f"{rate:,.1f}" if rate >= 1 else f"{rate:.3g}"
         return f"{where}, {shown} it/s, elapsed {duration(elapsed)}, ETA {duration((self.total - k) / rate)}"

@@ -15,23 +15,29 @@ from torch import Tensor
 
 from gpstudy import generators as draws
 from gpstudy.data import DataError, Split, load_split, non_finite
-from gpstudy.runtime.devices import gpu_slot
-from gpstudy.runtime.flags import set_linalg_library, set_tf32
-from gpstudy.linalg import CholeskyError
 from gpstudy.io import read_json, source_digest, write_csv, write_json
 from gpstudy.kernels import Kernel, build_kernel
 from gpstudy.likelihoods import LIKELIHOODS, Likelihood, build_likelihood
+from gpstudy.linalg import CholeskyError
 from gpstudy.methods import Method, MethodConfig, Problem, build_method
 from gpstudy.metrics import TASK_METRICS, task_metrics
 from gpstudy.numerics import DTYPES
-from gpstudy.training.pretrain import (hyperparameters_to_dict, load_hyperparameters, negative_lml_per_point,
-                                       pretrain_hyperparameters, readable_hyperparameters, stack_hyperparameters,
-                                       unstack_hyperparameters)
-from gpstudy.training.progress import format_values
+from gpstudy.runtime.devices import gpu_slot
 from gpstudy.runtime.environment import run_environment
+from gpstudy.runtime.flags import set_linalg_library, set_tf32
 from gpstudy.study.settings import RunSettings
 from gpstudy.training.finished import finished_path, job_identity, keep_outputs, restore_outputs
 from gpstudy.training.fit import fit
+from gpstudy.training.pretrain import (
+    hyperparameters_to_dict,
+    load_hyperparameters,
+    negative_lml_per_point,
+    pretrain_hyperparameters,
+    readable_hyperparameters,
+    stack_hyperparameters,
+    unstack_hyperparameters,
+)
+from gpstudy.training.progress import format_values
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +45,20 @@ METHOD_FAILURES = (CholeskyError,)  # errors of the method itself: failed rows (
 RUN_FILES = ("metrics.json", "learning_curve.csv", "predictions.csv")  # what a run writes in its folder
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_every")  # settings that change when, not what, is saved
 # the settings pretrain_splits reads: the pretraining job's params (what reruns it) hold these alone
-PRETRAINING_READS = ("seed", "kernel", "kernel_options", "initial_lengthscale", "likelihood", "likelihood_options",
-                     "device", "dtype", "tf32", "pretrain_iterations", "pretrain_subset", "pretrain_lr")
+PRETRAINING_READS = (
+    "seed",
+    "kernel",
+    "kernel_options",
+    "initial_lengthscale",
+    "likelihood",
+    "likelihood_options",
+    "device",
+    "dtype",
+    "tf32",
+    "pretrain_iterations",
+    "pretrain_subset",
+    "pretrain_lr",
+)
 
 
 class SplitsProblem(Problem):
@@ -66,7 +84,8 @@ class SplitsProblem(Problem):
         self.splits, self.device = list(splits.values()), device
         x_train, y_train, self.x_test, self.y_test, self.y_std = (
             torch.as_tensor(_stack(self.splits, name), dtype=dtype, device=device)
-            for name in ("x_train", "y_train", "x_test", "y_test", "y_std"))
+            for name in ("x_train", "y_train", "x_test", "y_test", "y_std")
+        )
         self.x_mean, self.x_std = _stack(self.splits, "x_mean"), _stack(self.splits, "x_std")
         batch_shape = (len(splits),)
         kernel = initial_kernel(settings, x_train.shape[-1], batch_shape)
@@ -84,18 +103,26 @@ class SplitsProblem(Problem):
 def initial_kernel(settings: RunSettings, input_dim: int, batch_shape: tuple[int, ...] = ()) -> Kernel:
     """The run's prior kernel at its start, on the run's dtype and device: lengthscales ``initial_lengthscale``,
     variance 1 (STUDY.md)."""
-    return build_kernel(settings.kernel, input_dim, settings.kernel_options, DTYPES[settings.dtype][0], batch_shape,
-                        settings.initial_lengthscale).to(torch.device(settings.device))
+    return build_kernel(
+        settings.kernel,
+        input_dim,
+        settings.kernel_options,
+        DTYPES[settings.dtype][0],
+        batch_shape,
+        settings.initial_lengthscale,
+    ).to(torch.device(settings.device))
 
 
 def initial_likelihood(settings: RunSettings, batch_shape: tuple[int, ...] = ()) -> Likelihood:
     """The run's likelihood at its start (STUDY.md's initial noise), on the run's dtype and device."""
-    return build_likelihood(settings.likelihood, settings.likelihood_options, DTYPES[settings.dtype][0],
-                            batch_shape).to(torch.device(settings.device))
+    return build_likelihood(
+        settings.likelihood, settings.likelihood_options, DTYPES[settings.dtype][0], batch_shape
+    ).to(torch.device(settings.device))
 
 
-def method_config(settings: RunSettings, n_train: int, x_mean: np.ndarray | None = None,
-                  x_std: np.ndarray | None = None) -> MethodConfig:
+def method_config(
+    settings: RunSettings, n_train: int, x_mean: np.ndarray | None = None, x_std: np.ndarray | None = None
+) -> MethodConfig:
     """The method's config of the run: M, ``n_train``, its options and the network's feature dtype (the run's
     ``dtype``); a ``box`` option moves from the data's units to standardized inputs, by each split's ``x_mean``
     and ``x_std`` ``[*batch, D]``."""
@@ -117,23 +144,36 @@ def _check_equal_sizes(splits: dict[int, Split]) -> None:
     sizes = {s: (split.x_train.shape, split.x_test.shape) for s, split in splits.items()}
     if len(set(sizes.values())) > 1:
         listed = ", ".join(f"split {s}: train {train}, test {test}" for s, (train, test) in sizes.items())
-        raise ValueError(f"splits trained as one batch need equal train/test sizes; got {listed} "
-                         "(train them in separate batches: splits_per_job: 1)")
+        raise ValueError(
+            f"splits trained as one batch need equal train/test sizes; got {listed} "
+            "(train them in separate batches: splits_per_job: 1)"
+        )
 
 
-def pretrain_splits(splits: dict[int, Split], settings: RunSettings, checkpoint: Path | None = None
-                    ) -> dict[int, dict]:
+def pretrain_splits(splits: dict[int, Split], settings: RunSettings, checkpoint: Path | None = None) -> dict[int, dict]:
     """Exact-GP hyperparameter pretraining on a random subset of each split (STUDY.md), as one batch; of
     ``settings`` it reads ``PRETRAINING_READS`` alone. Stopped by a signal, it saves its state to
     ``checkpoint`` (when given), from which a rerun resumes (:func:`gpstudy.training.pretrain.pretrain_hyperparameters`;
     a checkpoint of other settings, splits or code is discarded); the checkpoint is removed once it is done."""
     problem = SplitsProblem(splits, settings, None)
-    objective = pretrain_hyperparameters(problem.x_train, problem.y_train, problem.kernel, problem.likelihood,
-                                         subset_size=settings.pretrain_subset, iterations=settings.pretrain_iterations,
-                                         lr=settings.pretrain_lr, generators=problem.generators, checkpoint=checkpoint,
-                                         fingerprint=pretraining_fingerprint(settings, splits))
-    log.info("pretraining done: %s", format_values({"objective": objective.tolist(),
-                                                    **readable_hyperparameters(problem.kernel, problem.likelihood)}))
+    objective = pretrain_hyperparameters(
+        problem.x_train,
+        problem.y_train,
+        problem.kernel,
+        problem.likelihood,
+        subset_size=settings.pretrain_subset,
+        iterations=settings.pretrain_iterations,
+        lr=settings.pretrain_lr,
+        generators=problem.generators,
+        checkpoint=checkpoint,
+        fingerprint=pretraining_fingerprint(settings, splits),
+    )
+    log.info(
+        "pretraining done: %s",
+        format_values(
+            {"objective": objective.tolist(), **readable_hyperparameters(problem.kernel, problem.likelihood)}
+        ),
+    )
     if checkpoint is not None:
         checkpoint.unlink(missing_ok=True)
     return dict(zip(splits, unstack_hyperparameters(hyperparameters_to_dict(problem.kernel, problem.likelihood))))
@@ -158,8 +198,16 @@ def plot_predictions(method: Method, splits: list[Split]) -> list[pd.DataFrame]:
     for split, mean, var_f, var_y in zip(splits, *(t.cpu().numpy() for t in (mean, var_f, var_y))):
         x = split.original_x(split.x_plot)
         columns = {"x": x[:, 0]} if x.shape[1] == 1 else {f"x{d}": x[:, d] for d in range(x.shape[1])}
-        frames.append(pd.DataFrame({**columns, "mean": split.original_y(mean),
-                                    "var_f": var_f * split.y_std**2, "var_y": var_y * split.y_std**2}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    **columns,
+                    "mean": split.original_y(mean),
+                    "var_f": var_f * split.y_std**2,
+                    "var_y": var_y * split.y_std**2,
+                }
+            )
+        )
     return frames
 
 
@@ -170,27 +218,39 @@ def exact_reference(split: Split, hyperparameters: dict | None, settings: RunSet
     method = build_method("exact", problem, MethodConfig(M=0, n_train=problem.x_train.shape[-2]))
     with torch.no_grad():
         objective = negative_lml_per_point(problem.x_train, problem.y_train, problem.kernel, problem.likelihood)
-    log.info("exact GP on %d training points, posterior at %d plot inputs: %s", split.x_train.shape[0],
-             split.x_plot.shape[0], format_values({"objective": objective.tolist(),
-                                                   **readable_hyperparameters(problem.kernel, problem.likelihood)}))
+    log.info(
+        "exact GP on %d training points, posterior at %d plot inputs: %s",
+        split.x_train.shape[0],
+        split.x_plot.shape[0],
+        format_values(
+            {"objective": objective.tolist(), **readable_hyperparameters(problem.kernel, problem.likelihood)}
+        ),
+    )
     return plot_predictions(method, problem.splits)[0]
 
 
-def build_batch(splits: dict[int, Split], settings: RunSettings, hyperparameters: dict[int, dict] | None = None
-                ) -> tuple[SplitsProblem, Method, dict[int, dict] | None]:
+def build_batch(
+    splits: dict[int, Split], settings: RunSettings, hyperparameters: dict[int, dict] | None = None
+) -> tuple[SplitsProblem, Method, dict[int, dict] | None]:
     """``settings.method`` built on the problem of ``splits``, untrained, on the run's device; with the problem
     and the hyperparameters its kernel and noise start from: ``hyperparameters`` when given, else
     :func:`pretrain_splits`' when ``settings.pretrain``, else None (STUDY.md's initial values)."""
     if hyperparameters is None and settings.pretrain:
         hyperparameters = pretrain_splits(splits, settings)
     problem = SplitsProblem(splits, settings, hyperparameters)
-    method = build_method(settings.method, problem, method_config(settings, problem.x_train.shape[-2], problem.x_mean,
-                                                                  problem.x_std)).to(problem.device)
+    method = build_method(
+        settings.method, problem, method_config(settings, problem.x_train.shape[-2], problem.x_mean, problem.x_std)
+    ).to(problem.device)
     return problem, method, hyperparameters
 
 
-def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
-                 hyperparameters: dict[int, dict] | None = None) -> dict[int, dict]:
+def train_splits(
+    splits: dict[int, Split],
+    settings: RunSettings,
+    out_dirs: dict[int, Path],
+    checkpoint: Path,
+    hyperparameters: dict[int, dict] | None = None,
+) -> dict[int, dict]:
     """Train ``settings.method`` on ``splits`` as one batch; return each split's metrics.
 
     Split s trains exactly as it would alone: its own kernel, likelihood, parameters and generator
@@ -207,33 +267,53 @@ def train_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict
     problem, method, hyperparameters = build_batch(splits, settings, hyperparameters)
 
     def evaluate() -> dict[str, Tensor]:  # Monte Carlo predictives draw from fresh generators, not training's
-        return task_metrics(method.likelihood, *predict(method, problem.x_test), problem.y_test, problem.y_std,
-                            problem.new_generators())
+        return task_metrics(
+            method.likelihood, *predict(method, problem.x_test), problem.y_test, problem.y_std, problem.new_generators()
+        )
 
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     fingerprint = run_fingerprint(settings, splits, hyperparameters)
-    curve, seconds = fit(method, problem.x_train, problem.y_train, iterations=settings.iterations,
-                         batch_size=settings.batch_size, lr=settings.lr, generators=problem.generators,
-                         evaluate=evaluate, eval_every=settings.eval_every, checkpoint=checkpoint,
-                         checkpoint_every=settings.checkpoint_every, checkpoint_minutes=settings.checkpoint_minutes,
-                         fingerprint=fingerprint, torch_compile=settings.torch_compile)
+    curve, seconds = fit(
+        method,
+        problem.x_train,
+        problem.y_train,
+        iterations=settings.iterations,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        generators=problem.generators,
+        evaluate=evaluate,
+        eval_every=settings.eval_every,
+        checkpoint=checkpoint,
+        checkpoint_every=settings.checkpoint_every,
+        checkpoint_minutes=settings.checkpoint_minutes,
+        fingerprint=fingerprint,
+        torch_compile=settings.torch_compile,
+    )
     predictions = plot_predictions(method, problem.splits) if problem.splits[0].x_plot is not None else None
     readable = readable_hyperparameters(problem.kernel, problem.likelihood)
     metrics = TASK_METRICS[problem.likelihood.task]
     results = {}
     for index, s in enumerate(splits):
-        split_curve = pd.DataFrame([{**record, **{key: record[key][index] for key in ("objective", *metrics)}}
-                                    for record in curve])
+        split_curve = pd.DataFrame(
+            [{**record, **{key: record[key][index] for key in ("objective", *metrics)}} for record in curve]
+        )
         write_csv(out_dirs[s] / "learning_curve.csv", split_curve)
         if predictions is not None:
             write_csv(out_dirs[s] / "predictions.csv", predictions[index])
         final = split_curve.iloc[-1]
-        results[s] = {"M_effective": method.effective_M, **data_sizes(splits[s]),
-                      **{metric: float(final[metric]) for metric in metrics},
-                      "iterations": settings.iterations, "seconds": seconds, **run_environment(problem.device),
-                      "dtype": settings.dtype, "seed": settings.seed + s, "batch_splits": list(splits),
-                      "status": _status(split_curve, ("objective", *metrics)),
-                      "hyperparameters": {name: values[index] for name, values in readable.items()}}
+        results[s] = {
+            "M_effective": method.effective_M,
+            **data_sizes(splits[s]),
+            **{metric: float(final[metric]) for metric in metrics},
+            "iterations": settings.iterations,
+            "seconds": seconds,
+            **run_environment(problem.device),
+            "dtype": settings.dtype,
+            "seed": settings.seed + s,
+            "batch_splits": list(splits),
+            "status": _status(split_curve, ("objective", *metrics)),
+            "hyperparameters": {name: values[index] for name, values in readable.items()},
+        }
     return results
 
 
@@ -258,11 +338,20 @@ def pretraining_fingerprint(settings: RunSettings, splits: dict[int, Split]) -> 
     return _fingerprint({key: getattr(settings, key) for key in PRETRAINING_READS}, settings, splits, None)
 
 
-def _fingerprint(described: dict, settings: RunSettings, splits: dict[int, Split],
-                 hyperparameters: dict[int, dict] | None) -> str:
+def _fingerprint(
+    described: dict, settings: RunSettings, splits: dict[int, Split], hyperparameters: dict[int, dict] | None
+) -> str:
     described = {**described, "device": torch.device(settings.device).type}
-    return json.dumps({"settings": described, "splits": {s: _digest(split) for s, split in splits.items()},
-                       "hyperparameters": hyperparameters, "code": source_digest()}, sort_keys=True, default=str)
+    return json.dumps(
+        {
+            "settings": described,
+            "splits": {s: _digest(split) for s, split in splits.items()},
+            "hyperparameters": hyperparameters,
+            "code": source_digest(),
+        },
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _digest(split: Split) -> str:
@@ -274,7 +363,7 @@ def _digest(split: Split) -> str:
 
 
 def _status(curve: pd.DataFrame, values: tuple[str, ...]) -> str:
-    """"ok", or the failure of a split whose objective or metrics (``values``) became non-finite."""
+    """ "ok", or the failure of a split whose objective or metrics (``values``) became non-finite."""
     finite = np.isfinite(curve[list(values)].to_numpy())
     if finite.all():
         return "ok"
@@ -283,8 +372,14 @@ def _status(curve: pd.DataFrame, values: tuple[str, ...]) -> str:
     return f"failed: non-finite {names} at iteration {int(curve['iteration'].iloc[row])} (the method diverged)"
 
 
-def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
-               labels: dict[int, dict], hyperparameters: dict[int, dict] | None = None) -> dict[int, dict]:
+def run_splits(
+    splits: dict[int, Split],
+    settings: RunSettings,
+    out_dirs: dict[int, Path],
+    checkpoint: Path,
+    labels: dict[int, dict],
+    hyperparameters: dict[int, dict] | None = None,
+) -> dict[int, dict]:
     """:func:`train_splits`, writing each split's ``metrics.json`` (after removing what an earlier run of
     these splits left in their folders). When the batch finished, its outputs are kept beside the
     checkpoint (:mod:`gpstudy.training.finished`) and the checkpoint is removed; a rerun of the same
@@ -307,11 +402,20 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
     except METHOD_FAILURES as error:  # a failed run is a row with its status, not a hole in the study
         log.error("runs %s failed:\n%s", list(labels.values()), traceback.format_exc())
         metrics = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
-        results = {s: {**data_sizes(splits[s]), **dict.fromkeys(metrics, np.nan), "iterations": settings.iterations,
-                       "seconds": np.nan, **run_environment(torch.device(settings.device)), "dtype": settings.dtype,
-                       "seed": settings.seed + s,
-                       "batch_splits": list(splits), "status": f"failed: {type(error).__name__}: {error}"}
-                   for s in splits}
+        results = {
+            s: {
+                **data_sizes(splits[s]),
+                **dict.fromkeys(metrics, np.nan),
+                "iterations": settings.iterations,
+                "seconds": np.nan,
+                **run_environment(torch.device(settings.device)),
+                "dtype": settings.dtype,
+                "seed": settings.seed + s,
+                "batch_splits": list(splits),
+                "status": f"failed: {type(error).__name__}: {error}",
+            }
+            for s in splits
+        }
     for s, metrics in results.items():
         results[s] = {**labels[s], **metrics}
         write_json(out_dirs[s] / "metrics.json", results[s])
@@ -320,9 +424,17 @@ def run_splits(splits: dict[int, Split], settings: RunSettings, out_dirs: dict[i
     return results
 
 
-def run_job(split_files: dict[int, Path], settings: RunSettings, out_dirs: dict[int, Path], checkpoint: Path,
-            labels: dict, hyperparameter_files: dict[int, Path] | None, *, jobs_per_gpu: int,
-            gpu_lock_dir: str | Path) -> dict[int, dict]:
+def run_job(
+    split_files: dict[int, Path],
+    settings: RunSettings,
+    out_dirs: dict[int, Path],
+    checkpoint: Path,
+    labels: dict,
+    hyperparameter_files: dict[int, Path] | None,
+    *,
+    jobs_per_gpu: int,
+    gpu_lock_dir: str | Path,
+) -> dict[int, dict]:
     """One training job: load the splits (and their pretrained hyperparameters, when given), take a
     free GPU slot when the settings ask for ``cuda`` (``gpstudy.runtime.devices.gpu_slot``: ``jobs_per_gpu`` and
     ``gpu_lock_dir``, the config's), then
@@ -331,5 +443,11 @@ def run_job(split_files: dict[int, Path], settings: RunSettings, out_dirs: dict[
     splits = {s: load_split(path) for s, path in split_files.items()}
     hyperparameters = {s: read_json(path) for s, path in (hyperparameter_files or {}).items()} or None
     with gpu_slot(torch.device(settings.device), gpu_lock_dir, jobs_per_gpu) as device:
-        return run_splits(splits, replace(settings, device=str(device)), out_dirs, checkpoint,
-                          {s: {**labels, "split": s} for s in splits}, hyperparameters)
+        return run_splits(
+            splits,
+            replace(settings, device=str(device)),
+            out_dirs,
+            checkpoint,
+            {s: {**labels, "split": s} for s in splits},
+            hyperparameters,
+        )

@@ -58,10 +58,20 @@ def test_products_and_factorizations_are_counted_in_flops_by_kind():
     costs = costs_of(lambda: (torch.bmm(a, b), c.baddbmm_(a, b)))
     assert costs.product_flops == 2 * 2 * 3 * 40 * 30 * 20 and costs.bytes == 0 and costs.host == {"product": 2}
     spd, rhs = torch.empty(2, 50, 50, **META), torch.empty(2, 50, 7, **META)
-    costs = costs_of(lambda: (torch.linalg.cholesky_ex(spd), torch.linalg.solve_triangular(spd, rhs, upper=False),
-                              torch.cholesky_solve(rhs, spd), torch.cholesky_inverse(spd)))
-    assert costs.factorization_flops == {"potrf": 2 * 50**3 // 3, "trsm": 2 * 50 * 50 * 7,
-                                         "potrs": 2 * 2 * 50 * 50 * 7, "inverse": 2 * 2 * 50**3}
+    costs = costs_of(
+        lambda: (
+            torch.linalg.cholesky_ex(spd),
+            torch.linalg.solve_triangular(spd, rhs, upper=False),
+            torch.cholesky_solve(rhs, spd),
+            torch.cholesky_inverse(spd),
+        )
+    )
+    assert costs.factorization_flops == {
+        "potrf": 2 * 50**3 // 3,
+        "trsm": 2 * 50 * 50 * 7,
+        "potrs": 2 * 2 * 50 * 50 * 7,
+        "inverse": 2 * 2 * 50**3,
+    }
     assert costs.host == {"factorization": 4} and costs.bytes == 0
 
 
@@ -70,9 +80,11 @@ def test_a_product_with_a_size_of_one_is_memory_bound_and_beta_zero_does_not_rea
     (GEMV, GER), not at the product rate; a GEMM with beta 0 only writes its C."""
     matrix, vector, row = torch.empty(3, 40, 30, **META), torch.empty(3, 30, 1, **META), torch.empty(3, 1, 40, **META)
     column = torch.empty(3, 40, 1, **META)
-    for product, moved in [(lambda: torch.bmm(matrix, vector), 3 * (40 * 30 + 30 + 40)),
-                           (lambda: torch.bmm(vector, row), 3 * (30 + 40 + 30 * 40)),
-                           (lambda: torch.bmm(row, column), 3 * (40 + 40 + 1))]:
+    for product, moved in [
+        (lambda: torch.bmm(matrix, vector), 3 * (40 * 30 + 30 + 40)),
+        (lambda: torch.bmm(vector, row), 3 * (30 + 40 + 30 * 40)),
+        (lambda: torch.bmm(row, column), 3 * (40 + 40 + 1)),
+    ]:
         costs = costs_of(product)
         assert costs.product_flops == 0 and costs.host == {"memory": 1} and costs.bytes == moved * 8
     c, a, b = torch.empty(3, 40, 20, **META), torch.empty(3, 40, 30, **META), torch.empty(3, 30, 20, **META)
@@ -97,8 +109,17 @@ def test_adam_is_counted_as_the_fused_cuda_adam():
 
 
 def test_the_model_adds_gpu_times_and_overlaps_the_host_with_one_sync():
-    rates = Rates(product_tflops=10, potrf_tflops=1, trsm_tflops=2, potrs_tflops=4, inverse_tflops=5,
-                  bandwidth_tbs=2, launch_us=10, view_us=1, sync_us=100)
+    rates = Rates(
+        product_tflops=10,
+        potrf_tflops=1,
+        trsm_tflops=2,
+        potrs_tflops=4,
+        inverse_tflops=5,
+        bandwidth_tbs=2,
+        launch_us=10,
+        view_us=1,
+        sync_us=100,
+    )
     costs = Costs(product_flops=10**10, bytes=2 * 10**9, syncs=1.0)
     costs.factorization_flops.update(potrf=10**9, trsm=10**9, potrs=10**9, inverse=10**9)
     costs.host.update(memory=100, view=50)

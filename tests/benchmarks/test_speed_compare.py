@@ -24,9 +24,11 @@ def test_the_rows_are_every_method_and_m_the_study_trains_at_paper_sizes(study_c
 
 
 def test_the_table_gives_medians_their_ratio_and_marks_a_row_slower_by_more_than_5_percent():
-    times = {Row("uci", "svgp", 500): {"this": [43.0, 44.0, 42.0], "ref": [32.0, 33.0, 31.0]},
-             Row("uci", "svgp", 100): {"this": [6.0, 5.9, 6.1], "ref": [7.0, 6.9, 7.1]},
-             Row("snelson", "svgp", 2): {"this": [2.09, 2.0, 2.2], "ref": [2.0, 2.0, 2.0]}}
+    times = {
+        Row("uci", "svgp", 500): {"this": [43.0, 44.0, 42.0], "ref": [32.0, 33.0, 31.0]},
+        Row("uci", "svgp", 100): {"this": [6.0, 5.9, 6.1], "ref": [7.0, 6.9, 7.1]},
+        Row("snelson", "svgp", 2): {"this": [2.09, 2.0, 2.2], "ref": [2.0, 2.0, 2.0]},
+    }
     lines = SPEED["comparison_table"](times).splitlines()
     assert lines[0] == "| row | ms (this) | ms (REF) | ratio | rounds' ratios |"
     assert lines[2] == "| uci svgp M500 | 43.000 | 32.000 | 1.344 slower | 1.333-1.355 |"
@@ -56,13 +58,18 @@ def test_an_unknown_ref_is_a_git_error(tmp_path):
 
 
 def test_in_place_products_count_their_flops_as_the_functional_ones_do():
-    """BlockTril's and the Gram's GEMMs write in place (baddbmm_, addmm_); uncounted, a row's GFLOP/s fell by a quarter."""
+    """BlockTril's and the Gram's GEMMs write in place (baddbmm_, addmm_); uncounted, a row's GFLOP/s fell by a
+    quarter."""
     import torch
 
     a, b, c = torch.randn(3, 4, 5), torch.randn(3, 5, 6), torch.randn(3, 4, 6)
     counts = []
-    for product in (lambda: torch.baddbmm(c, a, b), lambda: c.clone().baddbmm_(a, b),
-                    lambda: torch.addmm(c[0], a[0], b[0]), lambda: c[0].clone().addmm_(a[0], b[0])):
+    for product in (
+        lambda: torch.baddbmm(c, a, b),
+        lambda: c.clone().baddbmm_(a, b),
+        lambda: torch.addmm(c[0], a[0], b[0]),
+        lambda: c[0].clone().addmm_(a[0], b[0]),
+    ):
         with SPEED["FlopCounterMode"](display=False) as counter:
             product()
         counts.append(counter.get_total_flops())

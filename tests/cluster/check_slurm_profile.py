@@ -72,16 +72,31 @@ NOTICE_SECONDS = 600  # how long Snakemake may take to notice a cancelled job, a
 
 def environment() -> dict[str, str]:
     """The environment of every snakemake run: the cluster, account and partitions, this checkout."""
-    return {**os.environ, "SLURM_CONF": str(STATE / "etc" / "slurm.conf"),
-            "GPSTUDY_SLURM_ACCOUNT": ACCOUNT, "GPSTUDY_SLURM_CPU_PARTITION": CPU_PARTITION,
-            "GPSTUDY_SLURM_GPU_PARTITION": GPU_PARTITION,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return {
+        **os.environ,
+        "SLURM_CONF": str(STATE / "etc" / "slurm.conf"),
+        "GPSTUDY_SLURM_ACCOUNT": ACCOUNT,
+        "GPSTUDY_SLURM_CPU_PARTITION": CPU_PARTITION,
+        "GPSTUDY_SLURM_GPU_PARTITION": GPU_PARTITION,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
 
 
 def snakemake_command(workdir: Path, mirror: str, *extra: str, slurm: bool = True) -> list[str]:
     profile = ["--workflow-profile", "profiles/slurm"] if slurm else ["--cores", str(os.cpu_count())]
-    return [sys.executable, "-m", "snakemake", "-s", "Snakefile", "--directory", str(workdir), *profile,
-            "--configfile", "configs/quick.yaml", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        "Snakefile",
+        "--directory",
+        str(workdir),
+        *profile,
+        "--configfile",
+        "configs/quick.yaml",
+        *extra,
+    ]
 
 
 def run_logged(command: list[str], log: Path) -> tuple[int, float]:
@@ -94,8 +109,13 @@ def run_logged(command: list[str], log: Path) -> tuple[int, float]:
 
 def sacct(since: str, *fields: str) -> list[dict[str, str]]:
     """The allocations (no steps) since a time, one dict per job."""
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
-                         env=environment(), capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [dict(zip(fields, line.split("|"))) for line in out.splitlines() if line]
 
 
@@ -124,26 +144,42 @@ def compare_outputs(local: Path, slurm: Path, checks: Checks) -> None:
     the jobs that differed, rerun alone on SLURM and locally, gave the first local run's numbers. A
     difference of ~1e-12 in a pretraining grows to ~1e-7 in training. Cause not found; not SLURM's.
     """
+
     def files(root: Path) -> set[str]:
-        return {str(p.relative_to(root / "results")) for sub in ("tables", "figures")
-                for p in (root / "results" / sub).rglob("*") if p.is_file()}
+        return {
+            str(p.relative_to(root / "results"))
+            for sub in ("tables", "figures")
+            for p in (root / "results" / sub).rglob("*")
+            if p.is_file()
+        }
 
     local_files, slurm_files = files(local), files(slurm)
-    missing = (f"; only local: {sorted(local_files - slurm_files)}, only slurm: {sorted(slurm_files - local_files)}"
-               if local_files != slurm_files else "")
-    checks.check("study: same table and figure files", local_files == slurm_files and bool(local_files),
-                 f"{len(slurm_files)} files{missing}")
+    missing = (
+        f"; only local: {sorted(local_files - slurm_files)}, only slurm: {sorted(slurm_files - local_files)}"
+        if local_files != slurm_files
+        else ""
+    )
+    checks.check(
+        "study: same table and figure files",
+        local_files == slurm_files and bool(local_files),
+        f"{len(slurm_files)} files{missing}",
+    )
     common = sorted(local_files & slurm_files)
     rendered = [f for f in common if f.startswith("tables/") and not f.endswith(".csv")]
     differ = [f for f in rendered if not filecmp.cmp(local / "results" / f, slurm / "results" / f, shallow=False)]
-    checks.check("study: rendered tables (.md, .tex) identical to the local run's", rendered and not differ,
-                 f"{len(rendered)} files" + (f"; differ: {differ}" if differ else ""))
+    checks.check(
+        "study: rendered tables (.md, .tex) identical to the local run's",
+        rendered and not differ,
+        f"{len(rendered)} files" + (f"; differ: {differ}" if differ else ""),
+    )
     tables = [f"results/{f}" for f in common if f.startswith("tables/") and f.endswith(".csv")]
     numbers = [compare_csv(local / f, slurm / f) for f in [*tables, "results/runs.csv"]]
-    checks.check(f"study: table .csv files and runs.csv equal to the local run's within {RTOL:g} (timings aside)",
-                 all(ok for ok, _, _ in numbers),
-                 f"{sum(exact for _, exact, _ in numbers)} of {len(numbers)} files bit-identical, largest difference "
-                 f"{max(diff for _, _, diff in numbers):.2g} of its column's scale")
+    checks.check(
+        f"study: table .csv files and runs.csv equal to the local run's within {RTOL:g} (timings aside)",
+        all(ok for ok, _, _ in numbers),
+        f"{sum(exact for _, exact, _ in numbers)} of {len(numbers)} files bit-identical, largest difference "
+        f"{max(diff for _, _, diff in numbers):.2g} of its column's scale",
+    )
     figures = [f for f in common if f.startswith("figures/")]
     same = [f for f in figures if filecmp.cmp(local / "results" / f, slurm / "results" / f, shallow=False)]
     checks.measured["figures_byte_identical"] = f"{len(same)} of {len(figures)}"
@@ -152,10 +188,13 @@ def compare_outputs(local: Path, slurm: Path, checks: Checks) -> None:
 def compare_csv(a: Path, b: Path) -> tuple[bool, bool, float]:
     """Whether two tables hold the same rows, their numbers equal to RTOL of their column's largest
     magnitude (TIMING_COLUMNS aside); whether bit-identical; the largest such difference."""
+
     def rows(path: Path) -> list[dict[str, str]]:
         with open(path) as f:
-            return sorted(({k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in csv.DictReader(f)),
-                          key=lambda row: [v for k, v in row.items() if not is_number(v)])
+            return sorted(
+                ({k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in csv.DictReader(f)),
+                key=lambda row: [v for k, v in row.items() if not is_number(v)],
+            )
 
     ra, rb = rows(a), rows(b)
     if len(ra) != len(rb) or any(x.keys() != y.keys() for x, y in zip(ra, rb)):
@@ -191,16 +230,23 @@ def check_jobs(jobs: list[dict[str, str]], workdir: Path, checks: Checks) -> Non
     for j in jobs:
         rule = j["Comment"].split("_wildcards_")[0].removeprefix("rule_")
         checks.measured["slurm_jobs_by_rule"][rule] = checks.measured["slurm_jobs_by_rule"].get(rule, 0) + 1
-    checks.check("study: every SLURM job COMPLETED", jobs and all(j["State"] == "COMPLETED" for j in jobs),
-                 f"{len(jobs)} jobs; states {sorted({j['State'] for j in jobs})}")
-    checks.check("study: one SLURM job per training job, on the gpu partition with gres/gpu=1",
-                 len(train) == len(batches)
-                 and all(j["Partition"] == GPU_PARTITION and "gres/gpu=1" in j["AllocTRES"] for j in train),
-                 f"{len(train)} training jobs, {len(batches)} batch folders")
+    checks.check(
+        "study: every SLURM job COMPLETED",
+        jobs and all(j["State"] == "COMPLETED" for j in jobs),
+        f"{len(jobs)} jobs; states {sorted({j['State'] for j in jobs})}",
+    )
+    checks.check(
+        "study: one SLURM job per training job, on the gpu partition with gres/gpu=1",
+        len(train) == len(batches)
+        and all(j["Partition"] == GPU_PARTITION and "gres/gpu=1" in j["AllocTRES"] for j in train),
+        f"{len(train)} training jobs, {len(batches)} batch folders",
+    )
     others = [j for j in jobs if not j["Comment"].startswith("rule_train")]
-    checks.check("study: the other rules on the cpu partition, account gpstudy",
-                 all(j["Partition"] == CPU_PARTITION for j in others) and all(j["Account"] == ACCOUNT for j in jobs),
-                 f"{len(others)} jobs")
+    checks.check(
+        "study: the other rules on the cpu partition, account gpstudy",
+        all(j["Partition"] == CPU_PARTITION for j in others) and all(j["Account"] == ACCOUNT for j in jobs),
+        f"{len(others)} jobs",
+    )
 
 
 def study(args, checks: Checks) -> None:
@@ -208,11 +254,16 @@ def study(args, checks: Checks) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     since = now()
-    rc, seconds = run_logged(snakemake_command(workdir, args.mirror, "--config", f"mirror={args.mirror}", "device=cpu"),
-                             args.workdir / "study.log")
+    rc, seconds = run_logged(
+        snakemake_command(workdir, args.mirror, "--config", f"mirror={args.mirror}", "device=cpu"),
+        args.workdir / "study.log",
+    )
     checks.measured["slurm_seconds"] = round(seconds)
-    checks.check("study: snakemake --workflow-profile profiles/slurm succeeds", rc == 0,
-                 f"{seconds:.0f} s, log {args.workdir / 'study.log'}")
+    checks.check(
+        "study: snakemake --workflow-profile profiles/slurm succeeds",
+        rc == 0,
+        f"{seconds:.0f} s, log {args.workdir / 'study.log'}",
+    )
     jobs = sacct(since, "JobID", "Partition", "Account", "State", "AllocTRES", "Elapsed", "Comment")
     check_jobs(jobs, workdir, checks)
     local = args.local
@@ -238,8 +289,9 @@ def wait_for_file(path: Path, process: subprocess.Popen, seconds: float) -> bool
 
 
 def running_train_job() -> str | None:
-    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], env=environment(),
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], env=environment(), capture_output=True, text=True, check=True
+    ).stdout
     ids = [line.split("|")[0] for line in out.splitlines() if "|rule_train" in line]
     return ids[0] if len(ids) == 1 else None
 
@@ -281,34 +333,52 @@ def fault_cancel(args, checks: Checks) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     (workdir / "faults.yaml").write_text(yaml.safe_dump(FAULT_CONFIG))
-    command = snakemake_command(workdir, args.mirror, str(workdir / "faults.yaml"), "--config",
-                                f"mirror={args.mirror}", "device=cpu", "--", CANCEL_JOB)
+    command = snakemake_command(
+        workdir,
+        args.mirror,
+        str(workdir / "faults.yaml"),
+        "--config",
+        f"mirror={args.mirror}",
+        "device=cpu",
+        "--",
+        CANCEL_JOB,
+    )
     no_retries = command[:-2] + ["--retries", "0"] + command[-2:]
     checkpoint = workdir / f"{CANCEL_JOB}.checkpoint.pt"
     job, noticed, rc = cancel_after_checkpoint(no_retries, checkpoint, args.workdir / "cancel.log")
     checks.measured["cancel_noticed_after_seconds"] = None if noticed is None else round(noticed)
-    checks.check("cancel: scancel a training job after its checkpoint", job is not None,
-                 f"SLURM job {job}" if job else "no checkpoint or no running training job")
-    checks.check("cancel: snakemake (--retries 0) reports the job CANCELLED and fails",
-                 rc != 0 and noticed is not None and "SLURM status is: 'CANCELLED" in
-                 (args.workdir / "cancel.log").read_text() and checkpoint.exists(),
-                 (f"after {noticed:.0f} s" if noticed is not None else f"not noticed in {NOTICE_SECONDS} s: stopped "
-                  "with SIGINT") + f"; rc {rc}; checkpoint kept: {checkpoint.exists()}")
+    checks.check(
+        "cancel: scancel a training job after its checkpoint",
+        job is not None,
+        f"SLURM job {job}" if job else "no checkpoint or no running training job",
+    )
+    checks.check(
+        "cancel: snakemake (--retries 0) reports the job CANCELLED and fails",
+        rc != 0
+        and noticed is not None
+        and "SLURM status is: 'CANCELLED" in (args.workdir / "cancel.log").read_text()
+        and checkpoint.exists(),
+        (f"after {noticed:.0f} s" if noticed is not None else f"not noticed in {NOTICE_SECONDS} s: stopped with SIGINT")
+        + f"; rc {rc}; checkpoint kept: {checkpoint.exists()}",
+    )
     rc, seconds = run_logged(no_retries, args.workdir / "cancel-rerun.log")
     resumed, statuses = resumed_ok(workdir, CANCEL_JOB)
-    checks.check("cancel: the rerun resumes from the checkpoint, runs ok",
-                 rc == 0 and resumed and statuses and all(s == "ok" for s in statuses) and not checkpoint.exists(),
-                 f"rc {rc}, {seconds:.0f} s; 'resumed from' in the training log: {resumed}; statuses {statuses}")
+    checks.check(
+        "cancel: the rerun resumes from the checkpoint, runs ok",
+        rc == 0 and resumed and statuses and all(s == "ok" for s in statuses) and not checkpoint.exists(),
+        f"rc {rc}, {seconds:.0f} s; 'resumed from' in the training log: {resumed}; statuses {statuses}",
+    )
     if job:
         checks.measured["cancelled_job_state"] = next(
-            (j["State"] for j in sacct("2000-01-01", "JobID", "State") if j["JobID"] == job), None)
+            (j["State"] for j in sacct("2000-01-01", "JobID", "State") if j["JobID"] == job), None
+        )
 
 
 def checkpointed(train_log: Path, process: subprocess.Popen) -> tuple[int | None, str | None]:
     """Wait (the log, not a clock) for the training job's "checkpointed at iteration k on SIGNAL"; k and SIGNAL."""
     deadline = time.monotonic() + NOTICE_SECONDS
     while time.monotonic() < deadline and process.poll() is None:
-        for line in (train_log.read_text().splitlines() if train_log.exists() else []):
+        for line in train_log.read_text().splitlines() if train_log.exists() else []:
             if "checkpointed at iteration " in line:
                 words = line.split("checkpointed at iteration ")[1].split()
                 return int(words[0]), words[2].rstrip(";")
@@ -318,8 +388,9 @@ def checkpointed(train_log: Path, process: subprocess.Popen) -> tuple[int | None
 
 def elapsed_minutes(job: str) -> int:
     """The whole minutes a running job has run (squeue's %M: [[d-]h:]m:ss)."""
-    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%M"], env=environment(), capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%M"], env=environment(), capture_output=True, text=True, check=True
+    ).stdout.strip()
     days, _, clock = out.rpartition("-")
     parts = [int(p) for p in clock.split(":")]
     hours, minutes = (parts[0], parts[1]) if len(parts) == 3 else (0, parts[0])
@@ -329,11 +400,15 @@ def elapsed_minutes(job: str) -> int:
 def job_processes(job: str) -> dict[int, str]:
     """The processes of a running job on this node and their steps (``scontrol listpids``: "batch", "0",
     ...), SLURM's own daemons left out."""
-    out = subprocess.run(["scontrol", "listpids", job], env=environment(), capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["scontrol", "listpids", job], env=environment(), capture_output=True, text=True, check=True
+    ).stdout
     rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
-    return {int(row[0]): row[2] for row in rows if Path(f"/proc/{row[0]}/comm").exists()
-            and Path(f"/proc/{row[0]}/comm").read_text().strip() != "slurmstepd"}
+    return {
+        int(row[0]): row[2]
+        for row in rows
+        if Path(f"/proc/{row[0]}/comm").exists() and Path(f"/proc/{row[0]}/comm").read_text().strip() != "slurmstepd"
+    }
 
 
 def signalled(pid: int) -> bool:
@@ -369,8 +444,12 @@ def held_until_signalled(job: str, action: list[str]) -> bool:
 
 
 STOPS = {  # case: what is done to the running training job
-    "time limit": lambda job: ["scontrol", "update", f"JobId={job}",  # the limit within the warning's lead, from now
-                               f"TimeLimit={elapsed_minutes(job) + WARNING_SECONDS // 60}"],
+    "time limit": lambda job: [
+        "scontrol",
+        "update",
+        f"JobId={job}",  # the limit within the warning's lead, from now
+        f"TimeLimit={elapsed_minutes(job) + WARNING_SECONDS // 60}",
+    ],
     "requeue": lambda job: ["scontrol", "requeue", job],
     "scancel": lambda job: ["scancel", job],
 }
@@ -393,8 +472,16 @@ def fault_stops(args, checks: Checks) -> None:
     workdir = args.workdir / "faults"  # --skip-cancel: reuses the data a check before left
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "faults.yaml").write_text(yaml.safe_dump(FAULT_CONFIG))
-    command = snakemake_command(workdir, args.mirror, str(workdir / "faults.yaml"), "--config",
-                                f"mirror={args.mirror}", "device=cpu", "--", CANCEL_JOB)
+    command = snakemake_command(
+        workdir,
+        args.mirror,
+        str(workdir / "faults.yaml"),
+        "--config",
+        f"mirror={args.mirror}",
+        "device=cpu",
+        "--",
+        CANCEL_JOB,
+    )
     checkpoint, train_log = workdir / f"{CANCEL_JOB}.checkpoint.pt", train_log_of(workdir, CANCEL_JOB)
     stopped = {}
     for case, stop in STOPS.items():
@@ -416,34 +503,66 @@ def fault_stops(args, checks: Checks) -> None:
                 rc = process.wait()
         text = train_log.read_text() if train_log.exists() else ""
         resumed = [int(line.rsplit("at iteration ", 1)[1]) for line in text.splitlines() if "resumed from" in line]
-        attempts = [f"{j['JobID']} {j['State']}" for j in sacct(since, "JobID", "State", "Comment")
-                    if j["Comment"].startswith("rule_train")]
+        attempts = [
+            f"{j['JobID']} {j['State']}"
+            for j in sacct(since, "JobID", "State", "Comment")
+            if j["Comment"].startswith("rule_train")
+        ]
         stopped[case] = run_metrics(workdir, CANCEL_JOB)
         statuses = [m.get("status") for m in stopped[case].values()]
-        checks.measured[f"stop {case}"] = {"slurm_job": job, "checkpointed_at": iteration, "signal": signal_name,
-                                           "resumed_at": resumed, "slurm_jobs": attempts, "rc": rc,
-                                           "signal_pending_while_held": warned}
-        checks.check(f"stop ({case}): checkpointed on SIGTERM, ran again, resumed at the next iteration, runs ok",
-                     job is not None and warned is not False and iteration is not None and signal_name == "SIGTERM"
-                     and rc == 0
-                     and resumed[-1:] == [iteration + 1] and len(statuses) == 2 and all(s == "ok" for s in statuses),
-                     f"SLURM job {job}; checkpointed at iteration {iteration} on {signal_name}; resumed at {resumed}; "
-                     f"rc {rc}; SLURM jobs {attempts}; statuses {statuses}; log {log}")
+        checks.measured[f"stop {case}"] = {
+            "slurm_job": job,
+            "checkpointed_at": iteration,
+            "signal": signal_name,
+            "resumed_at": resumed,
+            "slurm_jobs": attempts,
+            "rc": rc,
+            "signal_pending_while_held": warned,
+        }
+        checks.check(
+            f"stop ({case}): checkpointed on SIGTERM, ran again, resumed at the next iteration, runs ok",
+            job is not None
+            and warned is not False
+            and iteration is not None
+            and signal_name == "SIGTERM"
+            and rc == 0
+            and resumed[-1:] == [iteration + 1]
+            and len(statuses) == 2
+            and all(s == "ok" for s in statuses),
+            f"SLURM job {job}; checkpointed at iteration {iteration} on {signal_name}; resumed at {resumed}; "
+            f"rc {rc}; SLURM jobs {attempts}; statuses {statuses}; log {log}",
+        )
 
     fresh(workdir, CANCEL_JOB)  # the same job uninterrupted, locally: the same pretrained inputs, the same CPU
-    local = snakemake_command(workdir, args.mirror, str(workdir / "faults.yaml"), "--config", f"mirror={args.mirror}",
-                              "device=cpu", "--", CANCEL_JOB, slurm=False)
+    local = snakemake_command(
+        workdir,
+        args.mirror,
+        str(workdir / "faults.yaml"),
+        "--config",
+        f"mirror={args.mirror}",
+        "device=cpu",
+        "--",
+        CANCEL_JOB,
+        slurm=False,
+    )
     rc, seconds = run_logged(local, args.workdir / "uninterrupted.log")
     whole = run_metrics(workdir, CANCEL_JOB)
     for case, metrics in stopped.items():
-        gaps = [abs(metrics[split][key] - whole[split][key]) / max(abs(whole[split][key]), 1.0)
-                for split in whole if split in metrics for key in ("rmse", "test_ll")]
+        gaps = [
+            abs(metrics[split][key] - whole[split][key]) / max(abs(whole[split][key]), 1.0)
+            for split in whole
+            if split in metrics
+            for key in ("rmse", "test_ll")
+        ]
         same = rc == 0 and len(gaps) == 2 * len(whole) == 4 and max(gaps) <= TOLERANCE
         checks.measured[f"stop {case}"]["largest_relative_difference"] = max(gaps, default=None)
         checks.measured[f"stop {case}"]["bit_identical"] = bool(gaps) and max(gaps) == 0.0
-        checks.check(f"stop ({case}): rmse and test_ll equal the uninterrupted run's within {TOLERANCE:g}", same,
-                     f"largest relative difference {max(gaps, default=float('nan')):.3g}; uninterrupted rc {rc}, "
-                     f"{seconds:.0f} s")
+        checks.check(
+            f"stop ({case}): rmse and test_ll equal the uninterrupted run's within {TOLERANCE:g}",
+            same,
+            f"largest relative difference {max(gaps, default=float('nan')):.3g}; uninterrupted rc {rc}, "
+            f"{seconds:.0f} s",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,8 +572,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "gpstudy-slurm-check")
     parser.add_argument("--skip-study", action="store_true", help="only the faults")
     parser.add_argument("--skip-faults", action="store_true", help="only the study")
-    parser.add_argument("--skip-cancel", action="store_true", help="of the faults, only the stops (3); reuses the "
-                        "data and pretraining a check before left in the work folder")
+    parser.add_argument(
+        "--skip-cancel",
+        action="store_true",
+        help="of the faults, only the stops (3); reuses the "
+        "data and pretraining a check before left in the work folder",
+    )
     parser.add_argument("--keep-cluster", action="store_true", help="leave the cluster running")
     args = parser.parse_args(argv)
     args.mirror = str(Path(args.mirror).resolve())
@@ -475,8 +598,10 @@ def main(argv: list[str] | None = None) -> int:
     (args.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(checks.measured, indent=2))
     failed = [name for name, result in checks.results.items() if not result["ok"]]
-    print(f"{len(checks.results) - len(failed)} of {len(checks.results)} checks passed" +
-          (f"; failed: {failed}" if failed else ""))
+    print(
+        f"{len(checks.results) - len(failed)} of {len(checks.results)} checks passed"
+        + (f"; failed: {failed}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -19,21 +19,91 @@ from gpstudy.data.split import load_split
 from gpstudy.io import read_json
 from gpstudy.study import ConfigError, data_stage_params, dataset_of, merge, validate_config
 
-COLUMNS = ["Year", "Month", "DayofMonth", "DayOfWeek", "DepTime", "CRSDepTime", "ArrTime", "CRSArrTime",
-           "UniqueCarrier", "FlightNum", "TailNum", "ActualElapsedTime", "CRSElapsedTime", "AirTime",
-           "ArrDelay", "DepDelay", "Origin", "Dest", "Distance", "TaxiIn", "TaxiOut", "Cancelled",
-           "CancellationCode", "Diverted", "CarrierDelay", "WeatherDelay", "NASDelay", "SecurityDelay",
-           "LateAircraftDelay"]  # the 29 columns of 2008.csv, in its order
+COLUMNS = [
+    "Year",
+    "Month",
+    "DayofMonth",
+    "DayOfWeek",
+    "DepTime",
+    "CRSDepTime",
+    "ArrTime",
+    "CRSArrTime",
+    "UniqueCarrier",
+    "FlightNum",
+    "TailNum",
+    "ActualElapsedTime",
+    "CRSElapsedTime",
+    "AirTime",
+    "ArrDelay",
+    "DepDelay",
+    "Origin",
+    "Dest",
+    "Distance",
+    "TaxiIn",
+    "TaxiOut",
+    "Cancelled",
+    "CancellationCode",
+    "Diverted",
+    "CarrierDelay",
+    "WeatherDelay",
+    "NASDelay",
+    "SecurityDelay",
+    "LateAircraftDelay",
+]  # the 29 columns of 2008.csv, in its order
 JANUARY_TO_APRIL = (1, 2, 3, 4)  # config.yaml's months
 PLANE_COLUMNS = "tailnum,type,manufacturer,issue_date,model,status,aircraft_type,engine_type,year"
 
 
-def flight(month=1, tail="N100", dep="1435", arr="1602", air="70", delay="-4", cancelled="0", diverted="0",
-           day="3", weekday="4", distance="500"):
+def flight(
+    month=1,
+    tail="N100",
+    dep="1435",
+    arr="1602",
+    air="70",
+    delay="-4",
+    cancelled="0",
+    diverted="0",
+    day="3",
+    weekday="4",
+    distance="500",
+):
     """One line of 2008.csv; the columns the reader does not use hold realistic values."""
-    row = dict(zip(COLUMNS, ["2008", str(month), day, weekday, dep, "1430", arr, "1555", "WN", "335", tail, "87", "85",
-                             air, delay, "5", "IAD", "TPA", distance, "4", "13", cancelled, "", diverted,
-                             "NA", "NA", "NA", "NA", "NA"]))
+    row = dict(
+        zip(
+            COLUMNS,
+            [
+                "2008",
+                str(month),
+                day,
+                weekday,
+                dep,
+                "1430",
+                arr,
+                "1555",
+                "WN",
+                "335",
+                tail,
+                "87",
+                "85",
+                air,
+                delay,
+                "5",
+                "IAD",
+                "TPA",
+                distance,
+                "4",
+                "13",
+                cancelled,
+                "",
+                diverted,
+                "NA",
+                "NA",
+                "NA",
+                "NA",
+                "NA",
+            ],
+        )
+    )
     if cancelled == "1":
         row["CancellationCode"] = "B"
     return ",".join(row[c] for c in COLUMNS)
@@ -45,18 +115,23 @@ def write_raw(folder, flights, planes):
     return folder
 
 
-PLANES = ["N100,Corporation,BOEING,05/03/1998,737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,1998",
-          "N200,Corporation,BOEING,01/01/2004,737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,2004",
-          "N200,Corporation,BOEING,01/01/1990,737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,1990",  # listed twice: the first
-          "N300,Corporation,BOEING,None,737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,None",  # year unknown
-          "N400,Corporation,EMBRAER,None,EMB-145XR,Valid,Fixed Wing Multi-Engine,Turbo-Fan,0000",  # year 0
-          "N500,Corporation,EMBRAER,None,EMB-145XR,Valid,Fixed Wing Multi-Engine,Turbo-Fan,0",  # year 0
-          "N600"]  # a tail number without any information (as in the real table)
+PLANES = [
+    "N100,Corporation,BOEING,05/03/1998,737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,1998",
+    # N200 listed twice: its first dated row is kept (2004)
+    "N200,Corporation,BOEING,01/01/2004,737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,2004",
+    "N200,Corporation,BOEING,01/01/1990,737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,1990",
+    "N300,Corporation,BOEING,None,737-7H4,Valid,Fixed Wing Multi-Engine,Turbo-Fan,None",  # year unknown
+    "N400,Corporation,EMBRAER,None,EMB-145XR,Valid,Fixed Wing Multi-Engine,Turbo-Fan,0000",  # year 0
+    "N500,Corporation,EMBRAER,None,EMB-145XR,Valid,Fixed Wing Multi-Engine,Turbo-Fan,0",  # year 0
+    "N600",
+]  # a tail number without any information (as in the real table)
 
 KEPT = [  # (flight, the row the reader makes of it: FEATURES, then the delay)
     (flight(1, "N100"), [1, 3, 4, 10, 70, 500, 16 * 60 + 2, 14 * 60 + 35, -4]),
-    (flight(4, "N200", dep="5", arr="2400", delay="31", day="30", weekday="3", air="300", distance="2475"),
-     [4, 30, 3, 4, 300, 2475, 1440, 5, 31]),  # 00:05 and 24:00
+    (
+        flight(4, "N200", dep="5", arr="2400", delay="31", day="30", weekday="3", air="300", distance="2475"),
+        [4, 30, 3, 4, 300, 2475, 1440, 5, 31],
+    ),  # 00:05 and 24:00
     (flight(2, " N100 ", dep="2359", arr="0", delay="0"), [2, 3, 4, 10, 70, 500, 0, 23 * 60 + 59, 0]),  # padded tail
 ]
 DROPPED = [
@@ -147,8 +222,11 @@ def test_data_stage_from_a_mirror(tmp_path, protocol):
         assert len(set(np.round(delays).astype(int))) == 38 and not np.allclose(delays, np.arange(38))
     with open(manifest.parent / "plane-data.csv", "a") as planes:
         planes.write("N700,Corporation,BOEING,None,737,Valid,Fixed Wing Multi-Engine,Turbo-Fan,2001\n")
-    with pytest.raises(ChecksumError, match=r"plane-data\.csv: sha256 \w+ is not the \w+ recorded in .*; "
-                                            r"delete .*raw/plane-data\.csv and .*files\.json and rerun"):
+    with pytest.raises(
+        ChecksumError,
+        match=r"plane-data\.csv: sha256 \w+ is not the \w+ recorded in .*; "
+        r"delete .*raw/plane-data\.csv and .*files\.json and rerun",
+    ):
         prepare_table(airline, protocol, manifest, tmp_path / "again.npz")
 
 
@@ -163,17 +241,25 @@ def test_a_pinned_sha256_is_checked_at_the_fetch_and_before_reading(tmp_path):
         fetch_dataset(wrong, "random", manifest.parent, manifest, mirror=str(mirror))
     fetch_dataset(airline, "random", manifest.parent, manifest, mirror=str(mirror))  # unpinned
     prepare_table(airline.pinned({"2008.csv.bz2": good}), "random", manifest, tmp_path / "table.npz")
-    with pytest.raises(ChecksumError, match=f"2008\\.csv\\.bz2: sha256 {good} recorded in .* is not the pinned 0{{64}}"):
+    with pytest.raises(
+        ChecksumError, match=f"2008\\.csv\\.bz2: sha256 {good} recorded in .* is not the pinned 0{{64}}"
+    ):
         prepare_table(wrong, "random", manifest, tmp_path / "again.npz")  # pinned after the fetch
 
 
 def test_sources_are_the_canonical_host_then_the_dataverse_copy_then_mirrors():
-    hosts = {spec.path: [source.url.split("/")[2] for source in spec.sources]
-             for spec in get_dataset("airline").files("random")}
-    assert hosts == {"2008.csv.bz2": ["stat-computing.org", "dataverse.harvard.edu", "www.rdatasciencecases.org"],
-                     "plane-data.csv": ["stat-computing.org", "dataverse.harvard.edu"]}
-    assert all("doi:10.7910/DVN/HG7NV7/" in spec.sources[1].url and spec.sha256 is None  # the first fetch records it
-               for spec in get_dataset("airline").files("random"))
+    hosts = {
+        spec.path: [source.url.split("/")[2] for source in spec.sources]
+        for spec in get_dataset("airline").files("random")
+    }
+    assert hosts == {
+        "2008.csv.bz2": ["stat-computing.org", "dataverse.harvard.edu", "www.rdatasciencecases.org"],
+        "plane-data.csv": ["stat-computing.org", "dataverse.harvard.edu"],
+    }
+    assert all(
+        "doi:10.7910/DVN/HG7NV7/" in spec.sources[1].url and spec.sha256 is None  # the first fetch records it
+        for spec in get_dataset("airline").files("random")
+    )
 
 
 def test_rows_left_after_each_filter_are_logged(raw, caplog):
@@ -185,8 +271,11 @@ def test_rows_left_after_each_filter_are_logged(raw, caplog):
     assert list(left.values()) == [18, 16, 14, 12, 5, 3]
 
 
-EVERY_MONTH = [flight(month, "N100" if month % 2 else "N200", delay=str(10 * month + day), day=str(day))
-               for month in range(1, 13) for day in (1, 2)]  # two flights a month, in month order
+EVERY_MONTH = [
+    flight(month, "N100" if month % 2 else "N200", delay=str(10 * month + day), day=str(day))
+    for month in range(1, 13)
+    for day in (1, 2)
+]  # two flights a month, in month order
 
 
 @pytest.mark.parametrize("months", [(1, 2, 3, 4), tuple(range(1, 13)), (7,), (12, 1)])
@@ -206,16 +295,27 @@ def test_months_reach_the_reader_and_the_table_stage_params(tmp_path, study_conf
     validate_config(whole_year)
     assert dataset_of(whole_year, "airline").read(tmp_path).y.size == 24
     # in the tabulate stage's params, so a change reruns it (tests/test_rerun.py)
-    assert data_stage_params(whole_year, "airline", "random")["tabulate"]["dataset"]["read"]["keywords"] == {"months": list(range(1, 13))}
+    assert data_stage_params(whole_year, "airline", "random")["tabulate"]["dataset"]["read"]["keywords"] == {
+        "months": list(range(1, 13))
+    }
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"airline": {"months": [0, 1]}}, r"\$\.dataset_options\.airline\.months\[0\]: 0 is less than the minimum of 1"),
-    ({"airline": {"months": [13]}}, r"\$\.dataset_options\.airline\.months\[0\]: 13 is greater than the maximum of 12"),
-    ({"airline": {"months": []}}, r"\$\.dataset_options\.airline\.months: \[\] should be non-empty"),
-    ({"airline": {"months": None}}, r"\$\.dataset_options\.airline\.months: None is not of type 'array'"),
-    ({"boston": {"months": [1]}}, r"\$\.dataset_options\.boston: months is an option of another data set's reader"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {"airline": {"months": [0, 1]}},
+            r"\$\.dataset_options\.airline\.months\[0\]: 0 is less than the minimum of 1",
+        ),
+        (
+            {"airline": {"months": [13]}},
+            r"\$\.dataset_options\.airline\.months\[0\]: 13 is greater than the maximum of 12",
+        ),
+        ({"airline": {"months": []}}, r"\$\.dataset_options\.airline\.months: \[\] should be non-empty"),
+        ({"airline": {"months": None}}, r"\$\.dataset_options\.airline\.months: None is not of type 'array'"),
+        ({"boston": {"months": [1]}}, r"\$\.dataset_options\.boston: months is an option of another data set's reader"),
+    ],
+)
 def test_bad_months_are_refused_by_key(study_config, options, message):
     config = copy.deepcopy(study_config)
     merge(config, {"dataset_options": options})

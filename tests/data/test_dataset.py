@@ -19,7 +19,9 @@ GOOD_ROW = " ".join(["1.0"] * 14)
 
 def test_non_finite_value_names_file_and_row(tmp_path):
     raw = boston_file(tmp_path, [GOOD_ROW, GOOD_ROW, " ".join(["1.0"] * 5 + ["inf"] + ["1.0"] * 8)])
-    with pytest.raises(DataError, match=r"housing\.data: data row 2 .*column '5': value 'inf' is non-numeric or non-finite"):
+    with pytest.raises(
+        DataError, match=r"housing\.data: data row 2 .*column '5': value 'inf' is non-numeric or non-finite"
+    ):
         read_boston(raw)
 
 
@@ -29,7 +31,9 @@ def test_missing_value_in_target_names_file_and_row(tmp_path):
     header = ";".join(f'"c{i}"' for i in range(11)) + ';"quality"'
     rows = [";".join(["1"] * 12), ";".join(["1"] * 11) + ";"]
     (raw / "original" / "winequality-red.csv").write_text("\n".join([header, *rows]) + "\n")
-    with pytest.raises(DataError, match=r"winequality-red\.csv: data row 1 .*'quality': a missing value \(an empty cell"):
+    with pytest.raises(
+        DataError, match=r"winequality-red\.csv: data row 1 .*'quality': a missing value \(an empty cell"
+    ):
         read_wine_red(raw)
 
 

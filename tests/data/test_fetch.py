@@ -110,8 +110,9 @@ def test_without_a_trusted_hash_a_web_page_or_an_unpacked_file_falls_through(htt
     (served / "moved.html").write_bytes(b"\n <!DOCTYPE html><html><body>This page has moved</body></html>")
     (served / "plain.csv").write_bytes(CONTENT)
     (served / "table.csv.bz2").write_bytes(packed)
-    unpinned = FileSpec("table.csv.bz2", None, tuple(Source(f"{base}/{name}") for name in
-                                                     ("moved.html", "plain.csv", "table.csv.bz2")))
+    unpinned = FileSpec(
+        "table.csv.bz2", None, tuple(Source(f"{base}/{name}") for name in ("moved.html", "plain.csv", "table.csv.bz2"))
+    )
     path = fetch_file("toy", unpinned, tmp_path / "raw")
     assert path.read_bytes() == packed
     path.unlink()

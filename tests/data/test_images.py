@@ -55,5 +55,4 @@ def test_mnist_from_the_real_files(shared_data):
     assert table.x.shape == (70000, 784) and table.test_mask.sum() == 10000
     train_pixels = (table.x[:60000] + 1.0) / 2.0
     assert abs(train_pixels.mean() - 0.1306605) < 1e-5 and abs(train_pixels.std() - 0.3081078) < 1e-5
-    np.testing.assert_array_equal(np.bincount(table.y[60000:]),
-                                  [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])
+    np.testing.assert_array_equal(np.bincount(table.y[60000:]), [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])

@@ -117,16 +117,23 @@ def test_standardize_inputs_standardizes_each_pixel_with_the_training_images():
 
 
 def test_standardize_inputs_reaches_the_split_file_from_the_config(tmp_path, study_config):
-    from gpstudy.study import data_plan, merge
     from gpstudy.data import get_dataset, prepare_split, save_table
+    from gpstudy.study import data_plan, merge
 
     save_table(tmp_path / "table.npz", pixel_table())
     config = copy.deepcopy(study_config)
     assert not data_plan(config, "mnist").standardize_inputs  # config.yaml: the paper's "no pre-processing"
     merge(config, {"dataset_options": {"mnist": {"standardize_inputs": True}}})
     plan = data_plan(config, "mnist")
-    prepare_split(get_dataset("mnist"), "given", 0, tmp_path / "table.npz", tmp_path / "files.json",
-                  tmp_path / "split.npz", **plan.split_options())
+    prepare_split(
+        get_dataset("mnist"),
+        "given",
+        0,
+        tmp_path / "table.npz",
+        tmp_path / "files.json",
+        tmp_path / "split.npz",
+        **plan.split_options(),
+    )
     split = load_split(tmp_path / "split.npz")
     np.testing.assert_allclose(split.x_train[:, :3].std(0), 1.0, rtol=1e-5)
     assert split.info["standardize_inputs"] is True
@@ -135,15 +142,21 @@ def test_standardize_inputs_reaches_the_split_file_from_the_config(tmp_path, stu
 INFO = {"dataset": "mine", "protocol": "random", "split": 0}
 
 
-@pytest.mark.parametrize("rows, sizes, counts", [
-    (3, {}, "2 training and 1 test rows of the table's 3"),  # a 3-row file trained on 2 rows
-    (30, {"train_size": 9}, "9 training and 21 test rows of the table's 30"),
-    (30, {"train_size": 29}, "29 training and 1 test rows of the table's 30"),
-])
+@pytest.mark.parametrize(
+    "rows, sizes, counts",
+    [
+        (3, {}, "2 training and 1 test rows of the table's 3"),  # a 3-row file trained on 2 rows
+        (30, {"train_size": 9}, "9 training and 21 test rows of the table's 30"),
+        (30, {"train_size": 29}, "29 training and 1 test rows of the table's 30"),
+    ],
+)
 def test_a_split_with_too_few_training_or_test_rows_is_refused_naming_the_counts(rows, sizes, counts):
     table = toy_table(rows)
-    with pytest.raises(DataError, match=f"dataset 'mine', protocol 'random', split 0: {counts}; a split needs at least "
-                                        "10 training and 2 test rows"):
+    with pytest.raises(
+        DataError,
+        match=f"dataset 'mine', protocol 'random', split 0: {counts}; a split needs at least "
+        "10 training and 2 test rows",
+    ):
         make_split(table, *split_rows(table, "random", 0, **sizes), standardize=True, info=INFO)
 
 
@@ -172,8 +185,8 @@ def test_split_file_round_trip(tmp_path):
 
 
 def test_drop_features_leaves_columns_out_of_every_split(tmp_path, study_config):
-    from gpstudy.study import data_plan, merge
     from gpstudy.data import get_dataset, load_split, prepare_split, save_table
+    from gpstudy.study import data_plan, merge
 
     rng = np.random.default_rng(0)
     save_table(tmp_path / "table.npz", Table(x=rng.normal(size=(30, 4)), y=rng.normal(size=30)))
@@ -181,13 +194,27 @@ def test_drop_features_leaves_columns_out_of_every_split(tmp_path, study_config)
     merge(config, {"dataset_options": {"boston": {"drop_features": [1, 3]}}})
     plan = data_plan(config, "boston")
     assert plan.drop_features == (1, 3)
-    prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path / "files.json", tmp_path / "split.npz",
-                  **plan.split_options())
+    prepare_split(
+        get_dataset("boston"),
+        "random",
+        0,
+        tmp_path / "table.npz",
+        tmp_path / "files.json",
+        tmp_path / "split.npz",
+        **plan.split_options(),
+    )
     kept = load_split(tmp_path / "split.npz")
     assert kept.x_train.shape[1] == 2 and kept.info["drop_features"] == [1, 3]
     with pytest.raises(ValueError, match=r"boston: drop_features \[7\] names a column past its 4 features"):
-        prepare_split(get_dataset("boston"), "random", 0, tmp_path / "table.npz", tmp_path / "files.json", tmp_path / "s.npz",
-                      drop_features=(7,))
+        prepare_split(
+            get_dataset("boston"),
+            "random",
+            0,
+            tmp_path / "table.npz",
+            tmp_path / "files.json",
+            tmp_path / "s.npz",
+            drop_features=(7,),
+        )
 
 
 def test_standardization_of_values_near_1e154_does_not_overflow():
@@ -206,7 +233,11 @@ def test_a_standardized_value_past_float64_is_refused_naming_the_column():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 3))
     x[:, 1] = np.where(np.arange(40) % 8 == 0, -1.7e308, 1.7e308)  # x - mean passes -1.8e308 at a negative row
-    with pytest.raises(DataError, match=r"dataset 'big', split 0, standardized by its training rows: \d+ missing or "
-                                        r"infinite value\(s\) in x_train, the first in row \d+, feature column 1"):
-        make_split(Table(x=x, y=rng.normal(size=40)), np.arange(30), np.arange(30, 40), True,
-                   {"dataset": "big", "split": 0})
+    with pytest.raises(
+        DataError,
+        match=r"dataset 'big', split 0, standardized by its training rows: \d+ missing or "
+        r"infinite value\(s\) in x_train, the first in row \d+, feature column 1",
+    ):
+        make_split(
+            Table(x=x, y=rng.normal(size=40)), np.arange(30), np.arange(30, 40), True, {"dataset": "big", "split": 0}
+        )

@@ -8,8 +8,16 @@ from gpstudy.data.prepare import fetch_dataset
 from gpstudy.data.uci import read_benchmark_table
 
 UCI = ["boston", "concrete", "energy", "kin8nm", "power", "protein", "wine_red"]
-SHAPES = {"boston": (506, 13), "concrete": (1030, 8), "energy": (768, 8), "kin8nm": (8192, 8),
-          "power": (9568, 4), "protein": (45730, 9), "wine_red": (1599, 11), "snelson": (200, 1)}
+SHAPES = {
+    "boston": (506, 13),
+    "concrete": (1030, 8),
+    "energy": (768, 8),
+    "kin8nm": (8192, 8),
+    "power": (9568, 4),
+    "protein": (45730, 9),
+    "wine_red": (1599, 11),
+    "snelson": (200, 1),
+}
 # largest difference between the original file and the benchmark data.txt (SOURCE.md of each set)
 ROUNDING = {"concrete": 0.0501, "energy": 0.005, "protein": 5.01e-4, "kin8nm": 1e-9}
 
@@ -20,7 +28,13 @@ def raw_dirs(shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("raw")
     for name in SHAPES:
         for protocol in ("random", "index_files") if name in UCI else ("random",):
-            fetch_dataset(get_dataset(name), protocol, root / name, root / name / f"files_{protocol}.json", mirror=str(shared_data))
+            fetch_dataset(
+                get_dataset(name),
+                protocol,
+                root / name,
+                root / name / f"files_{protocol}.json",
+                mirror=str(shared_data),
+            )
     return root
 
 

@@ -3,20 +3,23 @@
 import pytest
 import torch
 
-from gpstudy.diagnostics import device_check as check
 from gpstudy import numerics
+from gpstudy.diagnostics import device_check as check
 from gpstudy.diagnostics import probes
 from gpstudy.diagnostics.probes import PROBES
 
 CPU = torch.device("cpu")
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="needs a CUDA device: nothing in this repository has run on a GPU yet "
-                                       "(docs/gpus.md, 'What has run on a GPU')")
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs a CUDA device: nothing in this repository has run on a GPU yet "
+    "(docs/gpus.md, 'What has run on a GPU')",
+)
 
 
 @pytest.fixture
 def planted(monkeypatch):
     """``planted(extra)``: every training iteration of a probe runs ``extra(loss)`` after its step."""
+
     def plant(extra) -> None:
         original = probes.train_iteration
 
@@ -24,7 +27,9 @@ def planted(monkeypatch):
             loss = original(*args, **kwargs)
             extra(loss)
             return loss
+
         monkeypatch.setattr(probes, "train_iteration", iteration)
+
     return plant
 
 
@@ -45,6 +50,7 @@ def test_a_planted_host_read_is_counted_and_fails_the_probe(study_config, plante
 def test_a_crashing_probe_is_recorded_not_raised(study_config, planted):
     def crash(loss):
         raise RuntimeError("planted\nfailure")
+
     planted(crash)
     result = check.check_probe("exact", study_config, CPU, warmup=1, steps=2)
     assert result.error == "RuntimeError: planted failure" and result.where.startswith("probes.py:")

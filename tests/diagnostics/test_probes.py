@@ -3,14 +3,15 @@ the CPU, each event named by file and line), and takes training steps on the ``m
 stand-in for CUDA that has no values and refuses to mix with CPU tensors."""
 
 import pytest
-import torch
 
-from gpstudy.runtime.host_sync import HostSyncCounter
-from gpstudy.methods import METHODS
 from gpstudy.diagnostics.probes import PROBES, build_probe
+from gpstudy.methods import METHODS
+from gpstudy.runtime.host_sync import HostSyncCounter
 
 WARM_UP, COUNTED = 3, 3  # iterations before counting (caches fill), iterations counted
-SYNCS_PER_ITERATION = 1  # the budget: the deliberate check of the step's factors (gpstudy.training.optim.optimizer_step)
+SYNCS_PER_ITERATION = (
+    1  # the budget: the deliberate check of the step's factors (gpstudy.training.optim.optimizer_step)
+)
 
 
 def test_every_method_and_variant_has_a_probe(study_config):

@@ -1,33 +1,37 @@
-"""The CPU emulation of TF32 (gpstudy.diagnostics.tf32_emulation): its rounding on known values, and which products it rounds."""
+"""The CPU emulation of TF32 (gpstudy.diagnostics.tf32_emulation): its rounding on known values, and which products
+it rounds."""
 
 import pandas as pd
 import pytest
 import torch
 
-from gpstudy.report.claims import FAIL, PASS, Evidence, Posterior, evaluate_claims, load_claims
+from gpstudy.diagnostics.tf32_emulation import EmulatedTF32, round_to_tf32, study_split, train_with_and_without_tf32
 from gpstudy.methods import METHODS
 from gpstudy.methods.base import InferenceNetworkMethod
 from gpstudy.paper import paper_table
+from gpstudy.report.claims import FAIL, PASS, Evidence, Posterior, evaluate_claims, load_claims
 from gpstudy.study import run_settings
-from gpstudy.diagnostics.tf32_emulation import EmulatedTF32, round_to_tf32, study_split, train_with_and_without_tf32
 from gpstudy.training.run import exact_reference, pretrain_splits, train_splits
 
 EPS = 2.0**-11  # half of TF32's last mantissa place at 1 (its unit roundoff)
 
 
-@pytest.mark.parametrize(("value", "rounded"), [
-    (1 + EPS, 1.0),  # a tie: to the even neighbour, 1
-    (1 + 3 * EPS, 1 + 4 * EPS),  # a tie: to the even neighbour, 1 + 2^-9
-    (1 + EPS + 2.0**-20, 1 + 2 * EPS),  # past the tie: up
-    (1 + EPS - 2.0**-20, 1.0),  # short of it: down
-    (-(1 + 3 * EPS), -(1 + 4 * EPS)),  # the sign kept, the magnitude rounded
-    (2 - EPS / 2, 2.0),  # a carry into the exponent
-    (2.0**-130 + 2.0**-137, 2.0**-130),  # a subnormal's tie (TF32's last place there: 2^-136)
-    (2.0**-130 + 3 * 2.0**-137, 2.0**-130 + 2.0**-135),
-    (3.4e38, (2 - 2.0**-9) * 2.0**127),  # near float32's largest: TF32's largest but one
-    (float("inf"), float("inf")),
-    (-float("inf"), -float("inf")),
-])
+@pytest.mark.parametrize(
+    ("value", "rounded"),
+    [
+        (1 + EPS, 1.0),  # a tie: to the even neighbour, 1
+        (1 + 3 * EPS, 1 + 4 * EPS),  # a tie: to the even neighbour, 1 + 2^-9
+        (1 + EPS + 2.0**-20, 1 + 2 * EPS),  # past the tie: up
+        (1 + EPS - 2.0**-20, 1.0),  # short of it: down
+        (-(1 + 3 * EPS), -(1 + 4 * EPS)),  # the sign kept, the magnitude rounded
+        (2 - EPS / 2, 2.0),  # a carry into the exponent
+        (2.0**-130 + 2.0**-137, 2.0**-130),  # a subnormal's tie (TF32's last place there: 2^-136)
+        (2.0**-130 + 3 * 2.0**-137, 2.0**-130 + 2.0**-135),
+        (3.4e38, (2 - 2.0**-9) * 2.0**127),  # near float32's largest: TF32's largest but one
+        (float("inf"), float("inf")),
+        (-float("inf"), -float("inf")),
+    ],
+)
 def test_round_to_tf32_of_known_values(value, rounded):
     result = round_to_tf32(torch.tensor([value], dtype=torch.float32))
     assert result.item() == torch.tensor(rounded, dtype=torch.float32).item()
@@ -66,17 +70,20 @@ def test_a_product_under_the_mode_errs_like_tf32_not_float32():
     assert 1e-5 < relative_error(emulated, exact) < 1e-3
 
 
-@pytest.mark.parametrize("product", [
-    lambda a, b, c: a @ b,  # mm
-    lambda a, b, c: torch.matmul(a.expand(3, *a.shape), b),  # matmul, broadcast: one mm of the stacked rows
-    lambda a, b, c: a.expand(3, *a.shape) @ b.expand(3, *b.shape),  # bmm
-    lambda a, b, c: torch.nn.functional.linear(a, b.T, c),  # addmm
-    lambda a, b, c: torch.addmm(c, a, b, beta=0.5),
-    lambda a, b, c: torch.baddbmm(c.expand(2, 1, -1), a.expand(2, *a.shape), b.expand(2, *b.shape)),
-    lambda a, b, c: torch.einsum("ij,jk->ik", a, b),
-    lambda a, b, c: a @ b[:, 0],  # mv
-    lambda a, b, c: a[0] @ b[:, 0],  # dot
-])
+@pytest.mark.parametrize(
+    "product",
+    [
+        lambda a, b, c: a @ b,  # mm
+        lambda a, b, c: torch.matmul(a.expand(3, *a.shape), b),  # matmul, broadcast: one mm of the stacked rows
+        lambda a, b, c: a.expand(3, *a.shape) @ b.expand(3, *b.shape),  # bmm
+        lambda a, b, c: torch.nn.functional.linear(a, b.T, c),  # addmm
+        lambda a, b, c: torch.addmm(c, a, b, beta=0.5),
+        lambda a, b, c: torch.baddbmm(c.expand(2, 1, -1), a.expand(2, *a.shape), b.expand(2, *b.shape)),
+        lambda a, b, c: torch.einsum("ij,jk->ik", a, b),
+        lambda a, b, c: a @ b[:, 0],  # mv
+        lambda a, b, c: a[0] @ b[:, 0],  # dot
+    ],
+)
 def test_every_float32_product_is_rounded_and_no_float64_one(product):
     generator = torch.Generator().manual_seed(1)
     a, b, c = torch.randn(8, 16, generator=generator), torch.randn(16, 4, generator=generator), torch.randn(4)
@@ -111,11 +118,20 @@ SNELSON_STEPS = 100  # each Snelson run's steps (config.yaml: 40000)
 
 @pytest.mark.parametrize(("dataset", "method", "M"), UCI_CELLS)
 def test_tf32_moves_uci_metrics_by_under_5_percent_of_the_paper_s_standard_error(
-        study_config, shared_data, tmp_path, dataset, method, M):
+    study_config, shared_data, tmp_path, dataset, method, M
+):
     """``dtype: mixed`` on split 0 at the study's sizes, with and without TF32's rounding of the float32
     feature products: test RMSE and log-likelihood within SE_FRACTION of the paper cell's standard error."""
-    settings = run_settings(study_config, dataset, method=method, M=M, dtype="mixed", iterations=UCI_STEPS,
-                            eval_every=UCI_STEPS, pretrain_iterations=PRETRAIN_STEPS)
+    settings = run_settings(
+        study_config,
+        dataset,
+        method=method,
+        M=M,
+        dtype="mixed",
+        iterations=UCI_STEPS,
+        eval_every=UCI_STEPS,
+        pretrain_iterations=PRETRAIN_STEPS,
+    )
     split = study_split(study_config, dataset, 0, shared_data / dataset)
     results, rounded = train_with_and_without_tf32({0: split}, settings, tmp_path)
     assert rounded > 0 and results["float32"][0]["status"] == results["tf32"][0]["status"] == "ok"
@@ -134,8 +150,15 @@ def snelson_evidence(study_config, shared_data, folder) -> dict[str, Evidence]:
     reference = None
     for method, Ms in study_config["experiments"]["snelson"]["methods"].items():
         for M in Ms:
-            settings = run_settings(study_config, "snelson", method=method, M=M, dtype="mixed",
-                                    iterations=SNELSON_STEPS, eval_every=SNELSON_STEPS)
+            settings = run_settings(
+                study_config,
+                "snelson",
+                method=method,
+                M=M,
+                dtype="mixed",
+                iterations=SNELSON_STEPS,
+                eval_every=SNELSON_STEPS,
+            )
             out = folder / f"{method}{M}"
             if issubclass(METHODS[method], InferenceNetworkMethod):
                 results, rounded = train_with_and_without_tf32({0: split}, settings, out)
@@ -151,9 +174,12 @@ def snelson_evidence(study_config, shared_data, folder) -> dict[str, Evidence]:
             if reference is None and settings.pretrain:
                 reference = exact_reference(split, pretrain_splits({0: split}, settings)[0], settings)
     x_train = split.original_x(split.x_train)[:, 0]
-    return {way: Evidence(pd.DataFrame(runs[way]), {"snelson": Posterior("snelson", pd.concat(predictions[way]),
-                                                                         reference, x_train)})
-            for way in runs}
+    return {
+        way: Evidence(
+            pd.DataFrame(runs[way]), {"snelson": Posterior("snelson", pd.concat(predictions[way]), reference, x_train)}
+        )
+        for way in runs
+    }
 
 
 def test_snelson_claims_keep_their_verdicts_under_tf32(study_config, shared_data, tmp_path):
@@ -162,7 +188,14 @@ def test_snelson_claims_keep_their_verdicts_under_tf32(study_config, shared_data
     claims = [claim for claim in load_claims() if claim.experiment == "snelson"]
     evidence = snelson_evidence(study_config, shared_data, tmp_path)
     float32, tf32 = (evaluate_claims(claims, evidence[way]) for way in ("float32", "tf32"))
-    print(pd.concat([float32[["claim", "subject", "measure", "value", "threshold", "verdict"]],
-                     tf32[["value", "verdict"]].add_prefix("tf32_")], axis=1).to_string())
+    print(
+        pd.concat(
+            [
+                float32[["claim", "subject", "measure", "value", "threshold", "verdict"]],
+                tf32[["value", "verdict"]].add_prefix("tf32_"),
+            ],
+            axis=1,
+        ).to_string()
+    )
     assert set(float32["verdict"]) <= {PASS, FAIL} and list(tf32["verdict"]) == list(float32["verdict"])
     assert (tf32["value"] != float32["value"]).any()  # TF32 changed some number

@@ -17,16 +17,27 @@ import pandas as pd
 import pytest
 import torch
 
-from gpstudy.training.checkpoint import CheckpointError
 from gpstudy.cli import main
-from gpstudy.data import (ChecksumError, DataError, FetchError, Split, fetch_dataset, get_dataset, load_split,
-                          load_table, prepare_split, prepare_table, save_split)
+from gpstudy.data import (
+    ChecksumError,
+    DataError,
+    FetchError,
+    Split,
+    fetch_dataset,
+    get_dataset,
+    load_split,
+    load_table,
+    prepare_split,
+    prepare_table,
+    save_split,
+)
 from gpstudy.data.uci import read_index_split
-from gpstudy.linalg import CholeskyError
 from gpstudy.io import UnreadableFileError, read_json
+from gpstudy.linalg import CholeskyError
 from gpstudy.report.results import collect_runs
 from gpstudy.study import ConfigError, validate_config
 from gpstudy.training import run_splits, train_splits
+from gpstudy.training.checkpoint import CheckpointError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,8 +107,9 @@ def test_a_checkpoint_that_runs_code_is_refused(tmp_path, settings_for, capsys):
 def test_a_corrupt_checkpoint_fails_the_job_and_names_the_file(tmp_path, settings_for):
     (tmp_path / "c.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="c.pt cannot be read"):
-        run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5), {0: tmp_path / "run"},
-                   tmp_path / "c.pt", {0: {}})
+        run_splits(
+            {0: toy_split()}, settings_for("svgp", 6, iterations=5), {0: tmp_path / "run"}, tmp_path / "c.pt", {0: {}}
+        )
     assert not (tmp_path / "run/metrics.json").exists()  # no permanent failed row: a rerun retries
 
 
@@ -128,9 +140,20 @@ train_splits({0: load_split(split)}, settings, {0: Path(out) / "run"}, Path(out)
 
 def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_one_before_bit_identically(tmp_path, settings_for):
     save_split(tmp_path / "split.npz", toy_split())
-    killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_WRITING, str(tmp_path / "split.npz"),
-                             str(tmp_path / "b"), str(REPO / "config.yaml")], env={**os.environ, "PYTHONPATH": str(REPO)},
-                            capture_output=True, text=True, timeout=120)
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            KILLED_WHILE_WRITING,
+            str(tmp_path / "split.npz"),
+            str(tmp_path / "b"),
+            str(REPO / "config.yaml"),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert killed.returncode == -9, killed.stderr
     assert torch.load(tmp_path / "b/c.pt", weights_only=True)["step"] == 5  # the previous checkpoint, whole
     partial = list((tmp_path / "b").glob(".c.pt.*"))  # the write the kill cut short (88-288 MB on a real run)
@@ -154,8 +177,13 @@ def test_a_cholesky_that_no_jitter_saves_is_a_failed_row(tmp_path, settings_for,
         raise CholeskyError("not positive definite")
 
     monkeypatch.setattr(run_module, "fit", failing)
-    metrics = run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5, dtype="float32"), {0: tmp_path / "run"},
-                         tmp_path / "c.pt", {0: {"dataset": "toy"}})
+    metrics = run_splits(
+        {0: toy_split()},
+        settings_for("svgp", 6, iterations=5, dtype="float32"),
+        {0: tmp_path / "run"},
+        tmp_path / "c.pt",
+        {0: {"dataset": "toy"}},
+    )
     written = json.loads((tmp_path / "run/metrics.json").read_text())
     assert written["status"] == "failed: CholeskyError: not positive definite" and np.isnan(metrics[0]["rmse"])
     assert written["dtype"] == "float32"  # what it failed at (issue 35, item 11d)
@@ -178,8 +206,13 @@ def test_metrics_that_turn_non_finite_make_a_failed_row_with_the_reason(tmp_path
         return {**real(*args), "rmse": torch.tensor([float("nan")])}
 
     monkeypatch.setattr(run_module, "task_metrics", nan_rmse)
-    metrics = run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=10, eval_every=5), {0: tmp_path / "run"},
-                         tmp_path / "c.pt", {0: {}})
+    metrics = run_splits(
+        {0: toy_split()},
+        settings_for("svgp", 6, iterations=10, eval_every=5),
+        {0: tmp_path / "run"},
+        tmp_path / "c.pt",
+        {0: {}},
+    )
     assert metrics[0]["status"] == "failed: non-finite rmse at iteration 5 (the method diverged)"
 
 
@@ -195,11 +228,14 @@ def test_a_rerun_leaves_nothing_of_the_earlier_run(tmp_path, settings_for, monke
     assert sorted(path.name for path in folder.iterdir()) == ["metrics.json"]
 
 
-@pytest.mark.parametrize("argument, message", [
-    (["--M", "0"], "M = 0: a method needs at least one"),
-    (["--M", "-5"], "M = -5"),
-    (["--M", "5", "--iterations", "0"], r"training settings, \$\.iterations: 0 is less than the minimum of 1"),
-])
+@pytest.mark.parametrize(
+    "argument, message",
+    [
+        (["--M", "0"], "M = 0: a method needs at least one"),
+        (["--M", "-5"], "M = -5"),
+        (["--M", "5", "--iterations", "0"], r"training settings, \$\.iterations: 0 is less than the minimum of 1"),
+    ],
+)
 def test_the_cli_checks_its_arguments_like_the_config(tmp_path, monkeypatch, argument, message, shared_data):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit, match="^gpstudy train: " + message):
@@ -222,12 +258,14 @@ def test_a_disk_full_while_writing_results_fails_the_job(tmp_path, settings_for,
 
     monkeypatch.setattr(run_module, "write_csv", disk_full)
     with pytest.raises(OSError, match="No space left"):
-        run_splits({0: toy_split()}, settings_for("svgp", 6, iterations=5), {0: tmp_path / "run"}, tmp_path / "c.pt",
-                   {0: {}})
+        run_splits(
+            {0: toy_split()}, settings_for("svgp", 6, iterations=5), {0: tmp_path / "run"}, tmp_path / "c.pt", {0: {}}
+        )
     assert not (tmp_path / "run/metrics.json").exists()
 
 
 # The data stage: a fetched file changed since, damaged files of the pipeline, bad index files, the mirror.
+
 
 def fetched_boston(tmp_path, shared_data, protocol="index_files") -> Path:
     """Boston fetched from the mirror into ``tmp_path/raw``; the manifest's path."""
@@ -249,13 +287,16 @@ def test_a_raw_file_changed_after_fetching_is_refused(tmp_path, shared_data):
         prepare_split(get_dataset("boston"), "index_files", 0, tmp_path / "table.npz", manifest, tmp_path / "s.npz")
 
 
-@pytest.mark.parametrize("content, message", [
-    ("3\n-1\n5\n", r"index_test_0\.txt: line 2 holds -1, not a row of data\.txt's 506"),
-    ("3\n506\n", r"line 2 holds 506"),
-    ("3\n4\n3\n", r"index_test_0\.txt: row 3 is listed 2 times"),
-    ("", r"index_test_0\.txt: no row indices"),
-    ("3\nx7\n", r"index_test_0\.txt: not a list of row indices"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("3\n-1\n5\n", r"index_test_0\.txt: line 2 holds -1, not a row of data\.txt's 506"),
+        ("3\n506\n", r"line 2 holds 506"),
+        ("3\n4\n3\n", r"index_test_0\.txt: row 3 is listed 2 times"),
+        ("", r"index_test_0\.txt: no row indices"),
+        ("3\nx7\n", r"index_test_0\.txt: not a list of row indices"),
+    ],
+)
 def test_a_bad_index_file_is_refused_naming_it(tmp_path, shared_data, content, message):
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -268,7 +309,7 @@ def test_a_bad_index_file_is_refused_naming_it(tmp_path, shared_data, content, m
 def test_a_damaged_split_names_its_file(tmp_path):
     save_split(tmp_path / "split.npz", toy_split())
     data = (tmp_path / "split.npz").read_bytes()
-    (tmp_path / "split.npz").write_bytes(data[:len(data) // 2])
+    (tmp_path / "split.npz").write_bytes(data[: len(data) // 2])
     with pytest.raises(UnreadableFileError, match=r"split\.npz: not a split .*delete it and rerun"):
         load_split(tmp_path / "split.npz")
 
@@ -304,18 +345,28 @@ def test_a_mirror_that_is_no_directory_is_reported_once_by_name(tmp_path, kind):
         mirror.write_text("")
     reason = "it is a file" if kind == "file" else "it does not exist"
     with pytest.raises(FetchError, match=rf"^mirror '{mirror}': {mirror} is not a directory \({reason}\)$"):
-        fetch_dataset(get_dataset("boston"), "random", tmp_path / "raw", tmp_path / "raw/files.json", mirror=str(mirror))
+        fetch_dataset(
+            get_dataset("boston"), "random", tmp_path / "raw", tmp_path / "raw/files.json", mirror=str(mirror)
+        )
 
 
 def test_a_job_dies_with_its_parent(tmp_path):
     """``start_job`` ties a script to Snakemake: killing the parent with SIGKILL ends the child too."""
-    child = ("import sys, time; from gpstudy.runtime.job import start_job; start_job(sys.argv[1]); "
-             "print('started', flush=True); time.sleep(60)")
-    parent = ("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]], "
-              "stdout=subprocess.PIPE, text=True); child.stdout.readline(); print(child.pid, flush=True); "
-              "import time; time.sleep(60)")
-    process = subprocess.Popen([sys.executable, "-c", parent, child, str(tmp_path / "job.log")], stdout=subprocess.PIPE,
-                               text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    child = (
+        "import sys, time; from gpstudy.runtime.job import start_job; start_job(sys.argv[1]); "
+        "print('started', flush=True); time.sleep(60)"
+    )
+    parent = (
+        "import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]], "
+        "stdout=subprocess.PIPE, text=True); child.stdout.readline(); print(child.pid, flush=True); "
+        "import time; time.sleep(60)"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", parent, child, str(tmp_path / "job.log")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     child_pid = int(process.stdout.readline())
     process.kill()
     process.wait()

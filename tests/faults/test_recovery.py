@@ -18,12 +18,12 @@ import pytest
 import torch
 
 import gpstudy.training.run as run_module
-from gpstudy.training.checkpoint import CheckpointError, save
 from gpstudy.data import Split
-from gpstudy.linalg import CholeskyError
 from gpstudy.io import UnreadableFileError, atomic_path, write_csv, write_json
+from gpstudy.linalg import CholeskyError
 from gpstudy.report.results import collect_curves, collect_runs
 from gpstudy.training import run_splits
+from gpstudy.training.checkpoint import CheckpointError, save
 from gpstudy.training.finished import finished_path
 
 NO_SPACE = r"\[Errno 28\] No space left on device: '{}'"  # what a full disk says, naming the file
@@ -45,16 +45,20 @@ class Job:
         self.checkpoint = root / "results/splits0-1.checkpoint.pt"
         self.splits = {0: toy_split(0), 1: toy_split(1)}
         self.out_dirs = {s: self.folder / f"split{s}" for s in self.splits}
-        self.labels = {s: {"experiment": "e", "dataset": "toy", "method": "svgp", "M": 6, "split": s}
-                       for s in self.splits}
+        self.labels = {
+            s: {"experiment": "e", "dataset": "toy", "method": "svgp", "M": 6, "split": s} for s in self.splits
+        }
 
     def run(self, settings=None) -> dict[int, dict]:
         """The job, as Snakemake starts it."""
         return run_splits(self.splits, settings or self.settings, self.out_dirs, self.checkpoint, self.labels)
 
     def files(self) -> dict[str, bytes]:
-        return {str(path.relative_to(self.folder)): path.read_bytes() for path in sorted(self.folder.rglob("*"))
-                if path.is_file()}
+        return {
+            str(path.relative_to(self.folder)): path.read_bytes()
+            for path in sorted(self.folder.rglob("*"))
+            if path.is_file()
+        }
 
     def metrics_files(self) -> list[Path]:
         return [folder / "metrics.json" for folder in self.out_dirs.values()]
@@ -133,9 +137,12 @@ def test_a_damaged_metrics_file_names_the_job_folder_whose_deletion_remakes_it(j
 def test_a_damaged_learning_curve_names_the_job_folder(job):
     job.run()
     curves = collect_curves(job.metrics_files())
-    (job.out_dirs[0] / "learning_curve.csv").write_bytes(b"iteration,objective\n\xff\xfe\x00\"")
-    with pytest.raises(UnreadableFileError, match=rf"learning_curve\.csv: not a CSV .*delete its job's folder "
-                                                  rf"{job.folder} and rerun"):
+    (job.out_dirs[0] / "learning_curve.csv").write_bytes(b'iteration,objective\n\xff\xfe\x00"')
+    with pytest.raises(
+        UnreadableFileError,
+        match=rf"learning_curve\.csv: not a CSV .*delete its job's folder "
+        rf"{job.folder} and rerun",
+    ):
         collect_curves(job.metrics_files())
     shutil.rmtree(job.folder)
     job.run()
@@ -153,6 +160,7 @@ def test_an_unreadable_checkpoint_deleted_as_advised_trains_afresh(job):
 
 # A full disk: the error says so and names the file; the file before stays whole, no temporary is left.
 
+
 def test_a_full_disk_under_a_checkpoint_write_says_so_naming_the_checkpoint(tmp_path, monkeypatch):
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full (a device whose writes fail with ENOSPC)")
@@ -161,8 +169,9 @@ def test_a_full_disk_under_a_checkpoint_write_says_so_naming_the_checkpoint(tmp_
     path = tmp_path / "c.pt"
     save(path, {"step": 5, "weights": torch.ones(3)})
     monkeypatch.setattr(checkpoint_module, "open", lambda name, mode: open("/dev/full", mode), raising=False)
-    with pytest.raises(CheckpointError, match=rf"checkpoint {path} cannot be written \(OSError: "
-                                              + NO_SPACE.format(path)):
+    with pytest.raises(
+        CheckpointError, match=rf"checkpoint {path} cannot be written \(OSError: " + NO_SPACE.format(path)
+    ):
         save(path, {"step": 10, "weights": torch.zeros(100_000)})  # torch's own writer: "unexpected pos"
     assert torch.load(path, weights_only=True)["step"] == 5 and [p.name for p in tmp_path.iterdir()] == ["c.pt"]
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from gpstudy import numerics
 from gpstudy.kernels import ArcCosine
-from gpstudy.kernels.cnngp import GROUP_STRIDES, CNNGP, relu_expectation
+from gpstudy.kernels.cnngp import CNNGP, GROUP_STRIDES, relu_expectation
 
 DTYPE = numerics.DEFAULT_DTYPE
 SHAPE = (2, 5, 5)  # (C, H, W): odd sizes, so that strided maps keep an edge column
@@ -59,6 +59,7 @@ def one_layer(u: np.ndarray, v: np.ndarray, patch: str) -> float:
     m = mean_p sum_{q in patch(p)} w u_q . v_q / C, w = 1 / 9 ("mean") or 1 ("sum"), zero padding;
     then E[relu(z) relu(z')] = sqrt(m_uu m_vv) J_1(theta) / (2 pi).
     """
+
     def dense(a: np.ndarray, b: np.ndarray) -> float:
         channels, height, width = a.shape
         total = 0.0
@@ -102,8 +103,9 @@ def test_relu_expectation_at_the_extremes():
     torch.testing.assert_close(relu_expectation(0 * v, v, 4 * v), 2 * v / (2 * math.pi))
 
 
-def random_convnets(x: torch.Tensor, nets: int, width: int, dense: int, variance: float, patch: str,
-                    generator: torch.Generator) -> torch.Tensor:
+def random_convnets(
+    x: torch.Tensor, nets: int, width: int, dense: int, variance: float, patch: str, generator: torch.Generator
+) -> torch.Tensor:
     """E[f(x) f(x')] given all but the output layer ``[nets, n, n]``, for ``nets`` random ConvNets of
     ``width`` channels and ``dense`` hidden units, the architecture of ``CNNGP`` (2 blocks per group).
 

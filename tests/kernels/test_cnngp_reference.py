@@ -49,7 +49,7 @@ def tf_conv(maps: np.ndarray, kernel_size: int, stride: int) -> np.ndarray:
     out = np.zeros((1, height, width))
     for i in range(height):
         for j in range(width):
-            window = padded[:, i * stride:i * stride + kernel_size, j * stride:j * stride + kernel_size]
+            window = padded[:, i * stride : i * stride + kernel_size, j * stride : j * stride + kernel_size]
             out[0, i, j] = weight * window.sum()
     return out
 

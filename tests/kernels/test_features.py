@@ -55,8 +55,9 @@ def test_frequencies_draw_one_generator_per_split(kernel_with_features):
     like = torch.ones((), dtype=DTYPE)
     batched = feature_map.draw_frequencies(3, 50, [torch.Generator().manual_seed(s) for s in (3, 4)], like)
     assert batched.shape == (2, 3, 50) and batched.dtype == DTYPE
-    torch.testing.assert_close(batched[1], feature_map.draw_frequencies(3, 50, torch.Generator().manual_seed(4), like),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        batched[1], feature_map.draw_frequencies(3, 50, torch.Generator().manual_seed(4), like), rtol=0, atol=0
+    )
 
 
 def test_rbf_frequencies_are_standard_normal_draws():
@@ -86,8 +87,10 @@ def test_every_kernel_declares_the_feature_map_its_instances_have(name, options)
         assert str(refused.value) == problem
 
 
-@pytest.mark.parametrize("projection_shape, variance_shape", [((3, 7, 5), (3,)), ((7, 5), ()), ((7, 5), (2,)),
-                                                               ((3, 100, 200), (3,)), ((3, 100, 200), (2, 3))])
+@pytest.mark.parametrize(
+    "projection_shape, variance_shape",
+    [((3, 7, 5), (3,)), ((7, 5), ()), ((7, 5), (2,)), ((3, 100, 200), (3,)), ((3, 100, 200), (2, 3))],
+)
 def test_fourier_features_and_their_gradients_equal_scale_times_cos_and_sin(projection_shape, variance_shape):
     """The fused form (issue 39, item 4: cos and sin written into one output, backward from it) to 1e-12
     of its definition sqrt(s2 / H) [cos p, sin p], values and gradients in p and s2, batches broadcast."""
@@ -100,8 +103,10 @@ def test_fourier_features_and_their_gradients_equal_scale_times_cos_and_sin(proj
     scale = (variance / projection_shape[-1]).sqrt()[..., None, None]
     reference = scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
     torch.testing.assert_close(fused, reference, rtol=1e-12, atol=1e-12)
-    for mine, theirs in zip(torch.autograd.grad((fused * weights).sum(), (projection, variance)),
-                            torch.autograd.grad((reference * weights).sum(), (projection, variance))):
+    for mine, theirs in zip(
+        torch.autograd.grad((fused * weights).sum(), (projection, variance)),
+        torch.autograd.grad((reference * weights).sum(), (projection, variance)),
+    ):
         torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
 
 
@@ -113,5 +118,6 @@ def test_fourier_features_written_into_halves_are_the_concatenated_ones_bit_for_
     projection = 3 * torch.randn(2, rows, count, generator=torch.Generator().manual_seed(5), dtype=DTYPE)
     variance = torch.tensor([0.7, 1.9], dtype=DTYPE)
     scale = (variance / count).sqrt()[..., None, None]
-    assert torch.equal(FourierFeatures()(projection, variance),
-                       scale * torch.cat([projection.cos(), projection.sin()], dim=-1))
+    assert torch.equal(
+        FourierFeatures()(projection, variance), scale * torch.cat([projection.cos(), projection.sin()], dim=-1)
+    )

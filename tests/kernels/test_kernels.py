@@ -130,8 +130,9 @@ def test_rbf_equals_its_function_of_r2_values_and_gradients(batch, same):
     fused = kernel.K(x1, x2)
     reference = kernel.K_r2(kernel.scaled_squared_distance(x1, x1 if same else x2))
     torch.testing.assert_close(fused, reference, rtol=1e-12, atol=1e-12)
-    for mine, theirs in zip(torch.autograd.grad((fused * weights).sum(), inputs),
-                            torch.autograd.grad((reference * weights).sum(), inputs)):
+    for mine, theirs in zip(
+        torch.autograd.grad((fused * weights).sum(), inputs), torch.autograd.grad((reference * weights).sum(), inputs)
+    ):
         torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
 
 
@@ -241,8 +242,13 @@ def test_build_kernel_passes_options_and_rejects_bad_ones():
     assert isinstance(build_kernel("matern52", 3, {}), KERNELS["matern52"])
     with pytest.raises(ValueError, match="'laplace'.*arccos, cnngp, matern32, matern52, rbf"):
         build_kernel("laplace", 3, {})
-    for name, options in [("arccos", {"degree": 3}), ("arccos", {"depth": 0}), ("arccos", {"layers": 2}),
-                          ("rbf", {"degree": 1}), ("rbf", {"lengthscale": 2.0})]:
+    for name, options in [
+        ("arccos", {"degree": 3}),
+        ("arccos", {"depth": 0}),
+        ("arccos", {"layers": 2}),
+        ("rbf", {"degree": 1}),
+        ("rbf", {"lengthscale": 2.0}),
+    ]:
         with pytest.raises(ValueError, match=f"kernel '{name}'"):
             build_kernel(name, 3, options)
     with pytest.raises(ValueError, match="ArcCosine needs .* integer depth >= 1, got 1 and 2.0"):

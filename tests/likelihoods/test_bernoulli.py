@@ -19,8 +19,15 @@ def gaussian_expectation(g, mean: float, var: float) -> float:
     """int g(f) N(f | mean, var) df by adaptive quadrature over mean +- 12 standard deviations."""
     sd = math.sqrt(var)
     density = lambda f: math.exp(-0.5 * (f - mean) ** 2 / var) / math.sqrt(2 * math.pi * var)  # noqa: E731
-    return quad(lambda f: g(f) * density(f), mean - 12 * sd, mean + 12 * sd, points=[mean],
-                epsabs=1e-12, epsrel=1e-12, limit=200)[0]
+    return quad(
+        lambda f: g(f) * density(f),
+        mean - 12 * sd,
+        mean + 12 * sd,
+        points=[mean],
+        epsabs=1e-12,
+        epsrel=1e-12,
+        limit=200,
+    )[0]
 
 
 def as_tensors(*values) -> list[torch.Tensor]:
@@ -48,8 +55,9 @@ def test_log_prob_is_stable_far_from_the_boundary():
 
 def test_predictive_without_variance_is_the_sigmoid_of_the_mean():
     mean = torch.linspace(-5, 5, 11, dtype=DTYPE)
-    torch.testing.assert_close(Bernoulli().predictive(mean, torch.zeros_like(mean)), mean.sigmoid(),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        Bernoulli().predictive(mean, torch.zeros_like(mean)), mean.sigmoid(), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_predictive_is_symmetric():
@@ -57,8 +65,13 @@ def test_predictive_is_symmetric():
     likelihood = Bernoulli()
     mean = torch.linspace(-5, 5, 11, dtype=DTYPE)
     var = torch.linspace(0.1, 3, 11, dtype=DTYPE)
-    torch.testing.assert_close(likelihood.predictive(mean, var), 1 - likelihood.predictive(-mean, var),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        likelihood.predictive(mean, var), 1 - likelihood.predictive(-mean, var), rtol=1e-12, atol=1e-12
+    )
     ones, zeros = torch.ones_like(mean), torch.zeros_like(mean)
-    torch.testing.assert_close(likelihood.log_predictive_density(ones, mean, var),
-                               likelihood.log_predictive_density(zeros, -mean, var), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        likelihood.log_predictive_density(ones, mean, var),
+        likelihood.log_predictive_density(zeros, -mean, var),
+        rtol=1e-12,
+        atol=1e-12,
+    )

@@ -97,8 +97,10 @@ def test_gradients_wrt_mean_and_var_are_finite(name, batch_shape):
     likelihood = build_likelihood(name, OPTIONS[name], DTYPE, batch_shape)
     y, mean, var = inputs(likelihood, batch_shape)
     mean.requires_grad_(), var.requires_grad_()
-    objective = (likelihood.expected_log_prob(y, mean, var, generators(batch_shape))
-                 + likelihood.log_predictive_density(y, mean, var, generators(batch_shape))).sum()
+    objective = (
+        likelihood.expected_log_prob(y, mean, var, generators(batch_shape))
+        + likelihood.log_predictive_density(y, mean, var, generators(batch_shape))
+    ).sum()
     objective.backward()
     for grad in (mean.grad, var.grad):
         assert torch.isfinite(grad).all() and (grad != 0).any()
@@ -121,13 +123,17 @@ def test_a_batch_of_splits_gives_each_split_its_own_numbers(name):
     batched = build_likelihood(name, OPTIONS[name], DTYPE, (2,))
     alone = build_likelihood(name, OPTIONS[name], DTYPE, ())
     y, mean, var = inputs(batched, (2,))
-    results = [batched.expected_log_prob(y, mean, var, generators((2,))),
-               batched.log_predictive_density(y, mean, var, generators((2,))),
-               one_tensor(batched.predictive(mean, var, generators((2,))))]
+    results = [
+        batched.expected_log_prob(y, mean, var, generators((2,))),
+        batched.log_predictive_density(y, mean, var, generators((2,))),
+        one_tensor(batched.predictive(mean, var, generators((2,)))),
+    ]
     for s in range(2):
-        own = [alone.expected_log_prob(y[s], mean[s], var[s], generators((), 1 + s)),
-               alone.log_predictive_density(y[s], mean[s], var[s], generators((), 1 + s)),
-               one_tensor(alone.predictive(mean[s], var[s], generators((), 1 + s)))]
+        own = [
+            alone.expected_log_prob(y[s], mean[s], var[s], generators((), 1 + s)),
+            alone.log_predictive_density(y[s], mean[s], var[s], generators((), 1 + s)),
+            one_tensor(alone.predictive(mean[s], var[s], generators((), 1 + s))),
+        ]
         for result, expected in zip(results, own):
             torch.testing.assert_close(result[s], expected, rtol=1e-12, atol=1e-12)
 
@@ -143,6 +149,9 @@ def test_a_label_outside_the_classes_makes_nan_not_a_number_read_past_the_class_
     y[1], y[3] = classes, -1  # one past the last class, and a -1 of -1/1 labels
     y[4] = 0.5 if name == "bernoulli" else 1.5  # no label at all
     f = mean + var.sqrt()
-    for value in (likelihood.log_prob(y, f), likelihood.expected_log_prob(y, mean, var, generators(())),
-                  likelihood.log_predictive_density(y, mean, var, generators(()))):
+    for value in (
+        likelihood.log_prob(y, f),
+        likelihood.expected_log_prob(y, mean, var, generators(())),
+        likelihood.log_predictive_density(y, mean, var, generators(())),
+    ):
         assert torch.isfinite(value[[0, 2]]).all() and torch.isnan(value[[1, 3, 4]]).all(), value

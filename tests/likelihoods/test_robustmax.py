@@ -45,12 +45,21 @@ def test_probabilities_match_monte_carlo():
     high, low = math.log(0.95), math.log(0.05 / 3)  # log p(y | f) at and off the arg-max
     comparisons = {  # name -> (quadrature, Monte Carlo average, standard error)
         "P(argmax)": (exact, (f.argmax(-1, keepdim=True) == torch.arange(4)).to(DTYPE).mean(0), standard_error),
-        "predictive": (likelihood.predictive(mean, var), likelihood.log_prob(classes, f).exp().mean(1).T,
-                       (math.exp(high) - math.exp(low)) * standard_error),
-        "expected_log_prob": (likelihood.expected_log_prob(y, mean, var), likelihood.log_prob(y, f).mean(0),
-                              (high - low) * label_error),
-        "predictive_density": (likelihood.log_predictive_density(y, mean, var).exp(),
-                               likelihood.log_prob(y, f).exp().mean(0), (math.exp(high) - math.exp(low)) * label_error),
+        "predictive": (
+            likelihood.predictive(mean, var),
+            likelihood.log_prob(classes, f).exp().mean(1).T,
+            (math.exp(high) - math.exp(low)) * standard_error,
+        ),
+        "expected_log_prob": (
+            likelihood.expected_log_prob(y, mean, var),
+            likelihood.log_prob(y, f).mean(0),
+            (high - low) * label_error,
+        ),
+        "predictive_density": (
+            likelihood.log_predictive_density(y, mean, var).exp(),
+            likelihood.log_prob(y, f).exp().mean(0),
+            (math.exp(high) - math.exp(low)) * label_error,
+        ),
     }
     torch.testing.assert_close(comparisons["expected_log_prob"][0], high * label + low * (1 - label))
     for name, (quadrature, monte_carlo, error) in comparisons.items():
@@ -68,17 +77,19 @@ def test_two_classes_match_the_closed_form():
     probabilities = torch.stack([0.9 * (1 - exact) + 0.1 * exact, 0.9 * exact + 0.1 * (1 - exact)], -1)
     torch.testing.assert_close(likelihood.predictive(mean, var), probabilities, **close)
     torch.testing.assert_close(likelihood.log_predictive_density(ones, mean, var), probabilities[:, 1].log(), **close)
-    torch.testing.assert_close(likelihood.expected_log_prob(ones, mean, var),
-                               math.log(0.9) * exact + math.log(0.1) * (1 - exact), **close)
+    torch.testing.assert_close(
+        likelihood.expected_log_prob(ones, mean, var), math.log(0.9) * exact + math.log(0.1) * (1 - exact), **close
+    )
 
 
 def test_invariant_to_the_latent_scale():
     """Means and standard deviations times 100 (variances times 10^4) give the same numbers."""
     y, mean, var = inputs(5)
     likelihood = RobustMax(5)
-    for scaled, original in ((likelihood.predictive(100 * mean, 1e4 * var), likelihood.predictive(mean, var)),
-                             (likelihood.expected_log_prob(y, 100 * mean, 1e4 * var),
-                              likelihood.expected_log_prob(y, mean, var))):
+    for scaled, original in (
+        (likelihood.predictive(100 * mean, 1e4 * var), likelihood.predictive(mean, var)),
+        (likelihood.expected_log_prob(y, 100 * mean, 1e4 * var), likelihood.expected_log_prob(y, mean, var)),
+    ):
         torch.testing.assert_close(scaled, original, rtol=1e-12, atol=1e-12)
 
 
@@ -94,8 +105,9 @@ def test_zero_variance_is_the_hard_arg_max():
         torch.testing.assert_close(likelihood.predictive(mean_, var), hard, rtol=0, atol=1e-14)
         expected = likelihood.expected_log_prob(y, mean_, var)
         torch.testing.assert_close(expected, likelihood.log_prob(y, mean), rtol=0, atol=1e-14)
-        torch.testing.assert_close(likelihood.log_predictive_density(y, mean_, var), likelihood.log_prob(y, mean),
-                                   rtol=0, atol=1e-14)
+        torch.testing.assert_close(
+            likelihood.log_predictive_density(y, mean_, var), likelihood.log_prob(y, mean), rtol=0, atol=1e-14
+        )
         expected.sum().backward()
         assert torch.isfinite(mean_.grad).all() and torch.isfinite(var.grad).all()
 
@@ -113,8 +125,9 @@ def test_log_prob_is_the_robust_max():
     """log(1 - epsilon) at the arg-max of f, log(epsilon / (C - 1)) elsewhere."""
     f = torch.tensor([[0.3, -1.0, 2.0], [5.0, 4.0, 4.5]], dtype=DTYPE)
     log_prob = RobustMax(3, epsilon=0.2).log_prob(torch.tensor([[2, 0], [1, 0]]), f.expand(2, 2, 3))
-    torch.testing.assert_close(log_prob, torch.tensor([[math.log(0.8), math.log(0.8)],
-                                                       [math.log(0.1), math.log(0.8)]], dtype=DTYPE))
+    torch.testing.assert_close(
+        log_prob, torch.tensor([[math.log(0.8), math.log(0.8)], [math.log(0.1), math.log(0.8)]], dtype=DTYPE)
+    )
 
 
 def test_gradients_match_finite_differences():

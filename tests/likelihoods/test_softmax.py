@@ -45,10 +45,14 @@ def inputs(classes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def estimates(likelihood: Softmax, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor) -> list[np.ndarray]:
     """Expected log density, log predictive density and class probabilities, each from its own seed."""
-    return [estimate.numpy() for estimate in (
-        likelihood.expected_log_prob(y, mean, var, torch.Generator().manual_seed(1)),
-        likelihood.log_predictive_density(y, mean, var, torch.Generator().manual_seed(2)),
-        likelihood.predictive(mean, var, torch.Generator().manual_seed(3)))]
+    return [
+        estimate.numpy()
+        for estimate in (
+            likelihood.expected_log_prob(y, mean, var, torch.Generator().manual_seed(1)),
+            likelihood.log_predictive_density(y, mean, var, torch.Generator().manual_seed(2)),
+            likelihood.predictive(mean, var, torch.Generator().manual_seed(3)),
+        )
+    ]
 
 
 def test_two_classes_are_the_bernoulli_likelihood_of_the_difference():
@@ -57,9 +61,11 @@ def test_two_classes_are_the_bernoulli_likelihood_of_the_difference():
     elp, lpd, probabilities = estimates(Softmax(2, SAMPLES, SAMPLES), y, mean, var)
     bernoulli = Bernoulli()
     difference_mean, difference_var = mean[:, 1] - mean[:, 0], var.sum(-1)
-    exact = [bernoulli.expected_log_prob(y, difference_mean, difference_var).numpy(),
-             bernoulli.log_predictive_density(y, difference_mean, difference_var).numpy(),
-             bernoulli.predictive(difference_mean, difference_var).numpy()]
+    exact = [
+        bernoulli.expected_log_prob(y, difference_mean, difference_var).numpy(),
+        bernoulli.log_predictive_density(y, difference_mean, difference_var).numpy(),
+        bernoulli.predictive(difference_mean, difference_var).numpy(),
+    ]
     for i in range(len(y)):
         f, weights = gauss_hermite_grid(difference_mean[i : i + 1].numpy(), difference_var[i : i + 1].numpy(), 64)
         sign = 2 * y[i].item() - 1
@@ -95,16 +101,19 @@ def test_log_prob_matches_torch_categorical():
 def test_same_seed_same_numbers():
     y, mean, var = inputs(3)
     likelihood = Softmax(3, num_samples=4, predictive_samples=4)
-    first, again, other = (likelihood.expected_log_prob(y, mean, var, torch.Generator().manual_seed(seed))
-                           for seed in (7, 7, 8))
+    first, again, other = (
+        likelihood.expected_log_prob(y, mean, var, torch.Generator().manual_seed(seed)) for seed in (7, 7, 8)
+    )
     assert torch.equal(first, again) and not torch.equal(first, other)
 
 
 def test_monte_carlo_without_generators_is_refused():
     y, mean, var = inputs(3)
     likelihood = Softmax(3)
-    for estimate in (lambda: likelihood.expected_log_prob(y, mean, var),
-                     lambda: likelihood.log_predictive_density(y, mean, var),
-                     lambda: likelihood.predictive(mean, var)):
+    for estimate in (
+        lambda: likelihood.expected_log_prob(y, mean, var),
+        lambda: likelihood.log_predictive_density(y, mean, var),
+        lambda: likelihood.predictive(mean, var),
+    ):
         with pytest.raises(ValueError, match="pass generators"):
             estimate()

@@ -64,10 +64,12 @@ def test_the_blocked_solve_equals_the_library_s_values_and_gradients(size, condi
     matrix = factor.mT if upper else factor
     rhs_shape = (*BATCH[size], size, 150) if left else (*BATCH[size], 150, size)
     rhs = torch.randn(rhs_shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    got = values_and_gradients(lambda a, b: blocked.blocked_solve_triangular(a, b, upper=upper, left=left),
-                               [matrix, rhs])
-    expected = values_and_gradients(lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left),
-                                    [matrix, rhs])
+    got = values_and_gradients(
+        lambda a, b: blocked.blocked_solve_triangular(a, b, upper=upper, left=left), [matrix, rhs]
+    )
+    expected = values_and_gradients(
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left), [matrix, rhs]
+    )
     for name, value, reference in zip(("solution", "gradient of the matrix", "gradient of rhs"), got, expected):
         assert relative_error(value, reference) <= 1e-10, name
 
@@ -176,10 +178,10 @@ def test_a_second_derivative_raises_instead_of_being_wrong():
         grad.sum().backward()
 
 
-@pytest.mark.parametrize("name", ["exact", "svgp", "svgp_fixed_prior", "gpnet", "gpnet_online_noisy", "fbnn",
-                                  "fbnn_online_batch"])
-def test_a_probe_trains_with_the_blocks_as_with_the_library_and_reads_the_host_once(name, study_config,
-                                                                                     monkeypatch):
+@pytest.mark.parametrize(
+    "name", ["exact", "svgp", "svgp_fixed_prior", "gpnet", "gpnet_online_noisy", "fbnn", "fbnn_online_batch"]
+)
+def test_a_probe_trains_with_the_blocks_as_with_the_library_and_reads_the_host_once(name, study_config, monkeypatch):
     """With leaves of 4 rows, so that a probe's 6-22-row matrices split 1-3 times, and the blocks chosen as off a
     CPU: each step reads the host only for its deliberate check, and the losses equal the library's."""
     expected = build_probe(name, study_config, "cpu").train(range(1, 4))

@@ -4,6 +4,15 @@ import logging
 
 import pytest
 import torch
+
+from gpstudy import linalg, numerics
+from gpstudy.linalg import (
+    HALVES_FROM,
+    CholeskyError,
+    cholesky,
+    gram,
+)
+
 from matrices import (
     DTYPE,
     FACTORIZATION_CASES,
@@ -13,14 +22,6 @@ from matrices import (
     random_spd,
     spd_of_condition,
     values_and_gradients,
-)
-
-from gpstudy import linalg, numerics
-from gpstudy.linalg import (
-    HALVES_FROM,
-    CholeskyError,
-    cholesky,
-    gram,
 )
 
 
@@ -69,8 +70,12 @@ def test_deferred_checks_leave_out_the_failures_of_lost_splits_unless_all_are(ge
     leading split dimension counts whole; without ``lost`` every failure counts."""
     good, nan = random_spd(generator, 4, 4), torch.full((4, 4), torch.nan, dtype=DTYPE)
     indefinite = torch.diag(torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=DTYPE))
-    for batch, lost, failed in (([good, nan], [False, True], False), ([good, indefinite], [False, True], False),
-                                ([indefinite, nan], [False, True], True), ([nan, nan], [True, True], True)):
+    for batch, lost, failed in (
+        ([good, nan], [False, True], False),
+        ([good, indefinite], [False, True], False),
+        ([indefinite, nan], [False, True], True),
+        ([nan, nan], [True, True], True),
+    ):
         with linalg.deferred_factor_checks() as checks:
             cholesky(torch.stack(batch))
         assert checks.any_failed() is True
@@ -97,19 +102,24 @@ def test_the_inverse_is_potri_on_a_cpu_and_products_elsewhere(generator):
         linalg.inverse_from_scale_tril(chol.to("meta"))
     assert "cholesky_inverse" not in called and "linalg_solve_triangular" in called, called
 
+
 @pytest.mark.parametrize("rows", [7, HALVES_FROM + 1])  # the Gram of one product and of row halves
 def test_add_jitter_in_place_equals_add_jitter_and_writes_its_argument(generator, rows):
     root = torch.randn(3, rows, 5, generator=generator, dtype=DTYPE)
     upstream = torch.randn(3, rows, rows, generator=generator, dtype=DTYPE)
-    for new, old in zip(values_and_gradients(lambda x: linalg.add_jitter_(gram(x)), root, upstream),
-                        values_and_gradients(lambda x: linalg.add_jitter(gram(x)), root, upstream)):
+    for new, old in zip(
+        values_and_gradients(lambda x: linalg.add_jitter_(gram(x)), root, upstream),
+        values_and_gradients(lambda x: linalg.add_jitter(gram(x)), root, upstream),
+    ):
         assert torch.equal(new, old)
     # a gradient arriving transposed leaves in the matrix's layout, as autograd's copy left it: a kernel variance's
     # gradient sums over it in the same order
     kernel_values = torch.rand(3, rows, rows, generator=generator, dtype=DTYPE)
     variance = torch.rand(3, 1, 1, generator=generator, dtype=DTYPE)
-    for new, old in zip(values_and_gradients(lambda v: linalg.add_jitter_(v * kernel_values).mT, variance, upstream),
-                        values_and_gradients(lambda v: linalg.add_jitter(v * kernel_values).mT, variance, upstream)):
+    for new, old in zip(
+        values_and_gradients(lambda v: linalg.add_jitter_(v * kernel_values).mT, variance, upstream),
+        values_and_gradients(lambda v: linalg.add_jitter(v * kernel_values).mT, variance, upstream),
+    ):
         assert torch.equal(new, old)
     matrix = root @ root.mT
     assert linalg.add_jitter_(matrix) is matrix

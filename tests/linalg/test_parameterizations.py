@@ -1,13 +1,13 @@
 """The parameterizations of positive values and lower factors: round trips, and the forms that save passes
 equal to autograd's bit for bit."""
 
-
 import pytest
 import torch
-from matrices import DTYPE, values_and_gradients
 
 from gpstudy import numerics
 from gpstudy.linalg import inverse_positive, positive, raw_scale_tril, scale_tril
+
+from matrices import DTYPE, values_and_gradients
 
 
 def test_positive_round_trip():
@@ -29,6 +29,7 @@ def old_scale_tril(raw: torch.Tensor) -> torch.Tensor:
     """scale_tril as it was formed before issue 39's item 4: autograd's tril, diag_embed and their sum."""
     return torch.tril(raw, diagonal=-1) + torch.diag_embed(positive(raw.diagonal(dim1=-2, dim2=-1)))
 
+
 @pytest.mark.parametrize("shape", [(6, 6), (3, 2, 40, 40)])
 def test_scale_tril_equals_autograds_form_bit_for_bit(generator, shape):
     """Values and gradients element for element the same floating-point operations: equal, not close; the raw
@@ -36,8 +37,9 @@ def test_scale_tril_equals_autograds_form_bit_for_bit(generator, shape):
     raw = 8 * torch.randn(shape, generator=generator, dtype=DTYPE)
     raw.diagonal(dim1=-2, dim2=-1)[..., :3] = torch.tensor([25.0, -30.0, 20.0], dtype=DTYPE)
     upstream = torch.randn(shape, generator=generator, dtype=DTYPE)
-    for new, old in zip(values_and_gradients(scale_tril, raw, upstream),
-                        values_and_gradients(old_scale_tril, raw, upstream)):
+    for new, old in zip(
+        values_and_gradients(scale_tril, raw, upstream), values_and_gradients(old_scale_tril, raw, upstream)
+    ):
         assert torch.equal(new, old)
     with pytest.raises(RuntimeError):  # once differentiable: a second derivative raises, not wrong
         leaf = raw.detach().requires_grad_()

@@ -1,12 +1,12 @@
 """Grams and symmetric products by row halves against the plain product and its concatenated form."""
 
-
 import pytest
 import torch
-from matrices import DTYPE
 
 from gpstudy import linalg
 from gpstudy.linalg import HALVES_FROM, gram
+
+from matrices import DTYPE
 
 
 def test_gram_matches_the_product_and_passes_gradcheck(generator):
@@ -17,6 +17,7 @@ def test_gram_matches_the_product_and_passes_gradcheck(generator):
     factor = torch.randn(2, 4, 3, generator=generator, dtype=DTYPE, requires_grad=True)
     torch.testing.assert_close(gram(factor), factor @ factor.mT)
     assert torch.autograd.gradcheck(gram, (factor,))  # any upstream gradient, symmetric or not
+
 
 @pytest.mark.parametrize("rows", [HALVES_FROM - 1, HALVES_FROM, HALVES_FROM + 1])
 def test_gram_of_one_product_and_of_row_halves_match_the_product(generator, rows):
@@ -35,8 +36,10 @@ def old_symmetric_product(factor: torch.Tensor, upper_triangular: bool = False) 
     else:
         bottom, top_right = factor[..., half:, :], top
     lower_left = bottom @ top_right.mT
-    return torch.cat([torch.cat([top @ top.mT, lower_left.mT], dim=-1),
-                      torch.cat([lower_left, bottom @ bottom.mT], dim=-1)], dim=-2)
+    return torch.cat(
+        [torch.cat([top @ top.mT, lower_left.mT], dim=-1), torch.cat([lower_left, bottom @ bottom.mT], dim=-1)], dim=-2
+    )
+
 
 @pytest.mark.parametrize("shape", [(HALVES_FROM + 1, 9), (3, HALVES_FROM, 200), (2, 2, HALVES_FROM + 3, 7)])
 @pytest.mark.parametrize("upper_triangular", [False, True])

@@ -8,20 +8,28 @@ import pytest
 import torch
 
 from gpstudy import numerics
-from gpstudy.linalg import add_jitter, cholesky, inverse_positive
 from gpstudy.gaussian import entropy, kl_to_standard_normal, log_density
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
+from gpstudy.linalg import add_jitter, cholesky, inverse_positive
 from gpstudy.methods import SVGP, MethodConfig, Problem
-from gpstudy.methods.autogp import (AutoGP, expected_log_prob, is_loo_step, leave_one_out,
-                                    mixture_entropy_bound)
+from gpstudy.methods.autogp import AutoGP, expected_log_prob, is_loo_step, leave_one_out, mixture_entropy_bound
 
 DTYPE = numerics.DEFAULT_DTYPE
 N, D, M = 20, 2, 5
 # q(u) starting at p(u), one kernel and Z for every latent, no white term: what the tests below compare with
 # closed forms and SVGP; the options of the authors' code have tests of their own at the end
-OPTIONS = {"components": 1, "covariance": "full", "samples": 100, "variational_phase": 2, "loo_phase": 0,
-           "online_hyperparameters": True, "latent_priors": "shared", "initial_covariance": "prior", "white_noise": 0.0}
+OPTIONS = {
+    "components": 1,
+    "covariance": "full",
+    "samples": 100,
+    "variational_phase": 2,
+    "loo_phase": 0,
+    "online_hyperparameters": True,
+    "latent_priors": "shared",
+    "initial_covariance": "prior",
+    "white_noise": 0.0,
+}
 
 
 AUTHORS = {"latent_priors": "per_latent", "initial_covariance": "identity", "white_noise": 0.01}  # config.yaml's
@@ -38,8 +46,11 @@ def build(x: torch.Tensor, y: torch.Tensor, likelihood=None, seed: int = 0, batc
     kernel = RBF(D, lengthscale=[0.8, 1.2], variance=1.1, batch_shape=batch_shape)
     likelihood = GaussianLikelihood(0.1, batch_shape=batch_shape) if likelihood is None else likelihood
     config = MethodConfig(M=M, n_train=x.shape[-2], options={**OPTIONS, **options})
-    generators = torch.Generator().manual_seed(seed) if not batch_shape else [
-        torch.Generator().manual_seed(seed + s) for s in range(batch_shape[0])]
+    generators = (
+        torch.Generator().manual_seed(seed)
+        if not batch_shape
+        else [torch.Generator().manual_seed(seed + s) for s in range(batch_shape[0])]
+    )
     return AutoGP(Problem(x, y, kernel, likelihood, generators), config)
 
 
@@ -53,8 +64,9 @@ def labels(likelihood_name: str, y: torch.Tensor) -> torch.Tensor:
 
 
 def make_likelihood(likelihood_name: str):
-    return {"gaussian": lambda: GaussianLikelihood(0.1), "bernoulli": Bernoulli,
-            "softmax": lambda: Softmax(3)}[likelihood_name]()
+    return {"gaussian": lambda: GaussianLikelihood(0.1), "bernoulli": Bernoulli, "softmax": lambda: Softmax(3)}[
+        likelihood_name
+    ]()
 
 
 def test_options_and_likelihoods():
@@ -132,12 +144,15 @@ def test_one_component_matches_svgp(data):
     """K = 1: predictions and KL equal SVGP's (whitened) exactly; the loss within 4 Monte Carlo errors."""
     x, y = data
     kernel, likelihood = RBF(D, lengthscale=[0.8, 1.2], variance=1.1), GaussianLikelihood(0.1)
-    svgp = SVGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0)),
-                MethodConfig(M, N, {"online_hyperparameters": True, "inducing_init": "kmeans",
-                                    "learn_inducing_inputs": True}))
+    svgp = SVGP(
+        Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0)),
+        MethodConfig(M, N, {"online_hyperparameters": True, "inducing_init": "kmeans", "learn_inducing_inputs": True}),
+    )
     samples = 20_000
-    method = AutoGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0)),
-                    MethodConfig(M, N, {**OPTIONS, "samples": samples}))
+    method = AutoGP(
+        Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(0)),
+        MethodConfig(M, N, {**OPTIONS, "samples": samples}),
+    )
     generator = torch.Generator().manual_seed(3)
     with torch.no_grad():
         svgp.q_mean.copy_(torch.randn(M, generator=generator, dtype=DTYPE))
@@ -293,8 +308,13 @@ def test_a_batch_of_splits_equals_each_split_alone(likelihood_name, authors):
     x = torch.randn(2, N, D, generator=generator, dtype=DTYPE)
     y = labels(likelihood_name, torch.sin(2 * x[..., 0]))
     likelihood = GaussianLikelihood(0.1, batch_shape=(2,)) if likelihood_name == "gaussian" else Softmax(3)
-    options = {"components": 2, "covariance": "diagonal", "variational_phase": 1, "loo_phase": 1,
-               **(AUTHORS if authors else {})}
+    options = {
+        "components": 2,
+        "covariance": "diagonal",
+        "variational_phase": 1,
+        "loo_phase": 1,
+        **(AUTHORS if authors else {}),
+    }
     batched = build(x, y, likelihood, seed=10, batch_shape=(2,), **options)
     x_test = torch.randn(2, 6, D, generator=generator, dtype=DTYPE)
     for split in range(2):
@@ -302,8 +322,10 @@ def test_a_batch_of_splits_equals_each_split_alone(likelihood_name, authors):
         torch.testing.assert_close(alone.inducing_inputs, batched.inducing_inputs[split])
         for step in (1, 2):  # the ELBO and the LOO objective
             generators = [torch.Generator().manual_seed(20 + s) for s in range(2)]
-            torch.testing.assert_close(alone.loss(x[split], y[split], step, torch.Generator().manual_seed(20 + split)),
-                                       batched.loss(x, y, step, generators)[split])
+            torch.testing.assert_close(
+                alone.loss(x[split], y[split], step, torch.Generator().manual_seed(20 + split)),
+                batched.loss(x, y, step, generators)[split],
+            )
         for got, expected in zip(alone.predict_f(x_test[split]), batched.predict_f(x_test)):
             torch.testing.assert_close(got, expected[split])
 
@@ -312,8 +334,8 @@ def test_a_loo_phase_after_an_elbo_phase_steps_as_far_as_with_a_fresh_optimizer(
     """Through ``fit``'s loop, one Adam: an ELBO phase, then a LOO phase; the kernel's LOO steps must be
     within 2x of those a fresh Adam takes from the same state (issue 27: the ELBO's second moments once
     made them 15-27x smaller)."""
-    from gpstudy.training.optim import adam
     from gpstudy.training.fit import BatchSampler, fit, train_iteration
+    from gpstudy.training.optim import adam
 
     n, batch, elbo_steps, loo_steps = 240, 4, 200, 20  # N/n = 60, as the measured problem
     generator = torch.Generator().manual_seed(3)
@@ -330,8 +352,17 @@ def test_a_loo_phase_after_an_elbo_phase_steps_as_far_as_with_a_fresh_optimizer(
         return {}
 
     generator_of_fit = torch.Generator().manual_seed(5)
-    fit(method, x, y, iterations=elbo_steps + loo_steps, batch_size=batch, lr=0.01, generators=generator_of_fit,
-        evaluate=record, eval_every=1)
+    fit(
+        method,
+        x,
+        y,
+        iterations=elbo_steps + loo_steps,
+        batch_size=batch,
+        lr=0.01,
+        generators=generator_of_fit,
+        evaluate=record,
+        eval_every=1,
+    )
     shared = (kernel_trace[-1] - kernel_trace[elbo_steps - 1]).norm()
 
     fresh = build(x, y, likelihood=Bernoulli(), **options)
@@ -348,6 +379,7 @@ def test_a_loo_phase_after_an_elbo_phase_steps_as_far_as_with_a_fresh_optimizer(
 
 
 # The options of the authors' MNIST code (the module's docstring): each test fails if its option is ignored.
+
 
 def test_per_latent_priors_give_each_class_its_kernel_and_z(data):
     """Three classes: three lengthscale sets and three copies of the k-means Z, each trained by its own
@@ -368,7 +400,9 @@ def test_per_latent_priors_give_each_class_its_kernel_and_z(data):
     one = build(x, y, latent_priors="per_latent")
     assert one.kernel.lengthscale.shape == (D,) and one.inducing_inputs.shape == (M, D)
     with pytest.raises(ValueError, match="already has one set of hyperparameters per latent"):
-        AutoGP(Problem(x, labels("softmax", y), method.kernel, Softmax(3), torch.Generator().manual_seed(0)), method.config)
+        AutoGP(
+            Problem(x, labels("softmax", y), method.kernel, Softmax(3), torch.Generator().manual_seed(0)), method.config
+        )
 
 
 def test_per_latent_elbo_is_the_classes_terms_computed_separately(data):
@@ -388,10 +422,12 @@ def test_per_latent_elbo_is_the_classes_terms_computed_separately(data):
         means, variances, kl = [], [], 0.0
         for c in range(classes):
             kernel = RBF(D, lengthscale=method.kernel.lengthscale[c], variance=method.kernel.variance[c])
-            alone = AutoGP(Problem(x, y, kernel, GaussianLikelihood(0.1), torch.Generator().manual_seed(0)), method.config)
+            alone = AutoGP(
+                Problem(x, y, kernel, GaussianLikelihood(0.1), torch.Generator().manual_seed(0)), method.config
+            )
             alone.inducing_inputs.copy_(method.inducing_inputs[c])
-            alone.q_mean.copy_(method.q_mean[:, c:c + 1])
-            alone.raw_q_scale.copy_(method.raw_q_scale[:, c:c + 1])
+            alone.q_mean.copy_(method.q_mean[:, c : c + 1])
+            alone.raw_q_scale.copy_(method.raw_q_scale[:, c : c + 1])
             mean, var = alone.marginals(x[:n])  # [K, 1, n]
             means.append(mean), variances.append(var)
             kl = kl + alone.kl_divergence()
@@ -399,8 +435,15 @@ def test_per_latent_elbo_is_the_classes_terms_computed_separately(data):
         for got, expected in zip(method.marginals(x[:n]), (mean, var)):
             torch.testing.assert_close(got, expected)
         torch.testing.assert_close(method.kl_divergence(), kl)
-        expected = expected_log_prob(method.likelihood, targets[:n], method.weights, mean, var, method.config.samples,
-                                     torch.Generator().manual_seed(9)).sum()
+        expected = expected_log_prob(
+            method.likelihood,
+            targets[:n],
+            method.weights,
+            mean,
+            var,
+            method.config.samples,
+            torch.Generator().manual_seed(9),
+        ).sum()
         loss = method.loss(x[:n], targets[:n], 1, torch.Generator().manual_seed(9))
         torch.testing.assert_close(loss, -(N / n * expected - kl))
 
@@ -446,5 +489,7 @@ def test_white_noise_enters_k_zz_and_k_xx_not_k_zx(data):
             torch.testing.assert_close(got, expected)
         for wrong in (0.0, 2 * white):
             assert (method.predict_f(x_test)[1] - written_out(wrong)[1]).abs().max() > 1e-3
-        torch.testing.assert_close(method.prior_scale_tril()[0] @ method.prior_scale_tril()[0].mT,
-                                   kernel(z) + (white + numerics.JITTER) * torch.eye(M, dtype=DTYPE))
+        torch.testing.assert_close(
+            method.prior_scale_tril()[0] @ method.prior_scale_tril()[0].mT,
+            kernel(z) + (white + numerics.JITTER) * torch.eye(M, dtype=DTYPE),
+        )

@@ -33,8 +33,11 @@ def test_effective_m_is_the_points_the_method_uses(name, M, method_config):
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(N, D, generator=generator, dtype=numerics.DEFAULT_DTYPE)
     options = {key: value for key, value in OPTIONS.items() if key in METHODS[name].options_schema}
-    method = build_method(name, Problem(x, torch.sin(x[:, 0]), RBF(D), GaussianLikelihood(0.1), generator),
-                          method_config(name, M, N, **options))
+    method = build_method(
+        name,
+        Problem(x, torch.sin(x[:, 0]), RBF(D), GaussianLikelihood(0.1), generator),
+        method_config(name, M, N, **options),
+    )
     assert method.effective_M == points_used(method)
     assert method.effective_M == (min(M, N) if name in CAPPED else M)
 
@@ -48,8 +51,16 @@ def test_a_box_sampler_draws_all_m_points(method_config):
 
 def test_a_run_writes_the_effective_m_into_its_metrics(settings_for, tmp_path):
     rng = np.random.default_rng(0)
-    split = Split(x_train=rng.normal(size=(N, D)), y_train=rng.normal(size=N), x_test=rng.normal(size=(4, D)),
-                  y_test=rng.normal(size=4), x_mean=np.zeros(D), x_std=np.ones(D), y_mean=0.0, y_std=1.0)
+    split = Split(
+        x_train=rng.normal(size=(N, D)),
+        y_train=rng.normal(size=N),
+        x_test=rng.normal(size=(4, D)),
+        y_test=rng.normal(size=4),
+        x_mean=np.zeros(D),
+        x_std=np.ones(D),
+        y_mean=0.0,
+        y_std=1.0,
+    )
     run = settings_for("svgp", N + 8, iterations=2, batch_size=N, eval_every=1, pretrain=False, device="cpu")
     results = train_splits({0: split}, run, {0: tmp_path}, tmp_path / "checkpoint.pt")
     assert results[0]["M_effective"] == N

@@ -2,7 +2,8 @@
 
 import pytest
 import torch
-from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
+from torch.distributions import MultivariateNormal
+from torch.distributions import kl_divergence as torch_kl
 
 from gpstudy import numerics
 from gpstudy.kernels import RBF
@@ -23,8 +24,16 @@ def data() -> tuple[torch.Tensor, torch.Tensor]:
 def build(method_config, data, online: bool = False, **options) -> FBNN:
     x, y = data
     kernel, likelihood = RBF(1, lengthscale=0.7), GaussianLikelihood(0.1)
-    config = method_config("fbnn", 4, N, hidden_units=10, measurement="box", box=((-3.0,), (3.0,)),
-                           online_hyperparameters=online, **options)
+    config = method_config(
+        "fbnn",
+        4,
+        N,
+        hidden_units=10,
+        measurement="box",
+        box=((-3.0,), (3.0,)),
+        online_hyperparameters=online,
+        **options,
+    )
     return FBNN(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(1)), config)
 
 
@@ -59,11 +68,15 @@ def test_online_hyperparameter_objectives(data, method_config):
     """measurement_set: the kernel trains on the FBNN objective over Z; batch (the authors' code): on
     KL[q(f_B) || p(f_B)] alone, with q held fixed; the network's gradient is the same in both."""
     x, y = data
-    methods = {objective: build(method_config, data, online=True, hyperparameter_objective=objective)
-               for objective in ("measurement_set", "batch")}
+    methods = {
+        objective: build(method_config, data, online=True, hyperparameter_objective=objective)
+        for objective in ("measurement_set", "batch")
+    }
     for method in methods.values():
         method.loss(x[:BATCH], y[:BATCH], 1, torch.Generator().manual_seed(2)).backward()
-    for over_z, over_batch in zip(methods["measurement_set"].network.parameters(), methods["batch"].network.parameters()):
+    for over_z, over_batch in zip(
+        methods["measurement_set"].network.parameters(), methods["batch"].network.parameters()
+    ):
         torch.testing.assert_close(over_z.grad, over_batch.grad)
     batch = methods["batch"]
     inputs = batch.measurement_set(x[:BATCH], torch.Generator().manual_seed(2))[:BATCH]

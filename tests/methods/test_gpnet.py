@@ -4,13 +4,14 @@ import copy
 
 import pytest
 import torch
-from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
+from torch.distributions import MultivariateNormal
+from torch.distributions import kl_divergence as torch_kl
 
 from gpstudy import numerics
-from gpstudy.linalg import add_jitter, cholesky
 from gpstudy.gaussian import kl_divergence, tempered_target
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.linalg import add_jitter, cholesky
 from gpstudy.methods import ExactGP, GPNet, Problem
 from gpstudy.methods.gpnet import beta_schedule
 

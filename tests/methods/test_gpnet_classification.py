@@ -6,14 +6,15 @@ import math
 
 import pytest
 import torch
-from torch.distributions import MultivariateNormal, kl_divergence as torch_kl
+from torch.distributions import MultivariateNormal
+from torch.distributions import kl_divergence as torch_kl
 
 from gpstudy import numerics
-from gpstudy.linalg import add_jitter
 from gpstudy.gaussian import tempered_prior
 from gpstudy.kernels import RBF
 from gpstudy.kernels.cnngp import CNNGP
 from gpstudy.likelihoods import LIKELIHOODS, Bernoulli, GaussianLikelihood, Softmax
+from gpstudy.linalg import add_jitter
 from gpstudy.methods import FBNN, GPNet, Problem
 from gpstudy.metrics import task_metrics
 from gpstudy.training.fit import fit
@@ -21,8 +22,12 @@ from gpstudy.training.fit import fit
 DTYPE = numerics.DEFAULT_DTYPE
 SHAPE = (1, 4, 4)  # tiny single-channel images
 D, CLASSES, N, BATCH, M = 16, 3, 48, 8, 6
-TINY_NTK = {"network": "ntk", "hidden_units": 8, "measurement": "train",
-            "network_options": {"filters": [4, 4], "strides": [1, 2], "dense_units": 16}}
+TINY_NTK = {
+    "network": "ntk",
+    "hidden_units": 8,
+    "measurement": "train",
+    "network_options": {"filters": [4, 4], "strides": [1, 2], "dense_units": 16},
+}
 
 
 def images(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,8 +126,9 @@ def test_elbo_is_the_sum_over_classes_of_per_class_terms(data, method_config):
         q = MultivariateNormal(mean[c], cov[c])
         tempered = MultivariateNormal(*tempered_prior(prior_cov, previous_mean[c], previous_cov[c], beta))
         tempered_kls.append(torch_kl(q, tempered))
-        paper_kls.append(beta * torch_kl(q, prior) + (1 - beta) * torch_kl(q, MultivariateNormal(
-            previous_mean[c], previous_cov[c])))
+        paper_kls.append(
+            beta * torch_kl(q, prior) + (1 - beta) * torch_kl(q, MultivariateNormal(previous_mean[c], previous_cov[c]))
+        )
     data_term = beta * N / BATCH * expected
     torch.testing.assert_close(loss, -(data_term - sum(tempered_kls)))
     (-(data_term - sum(paper_kls))).backward()
@@ -138,8 +144,9 @@ def test_fbnn_sums_its_kl_over_classes(data, method_config):
     generator = torch.Generator().manual_seed(1)
     inputs = method.measurement_set(x[:BATCH], generator)
     mean, cov = method.network.mean_and_covariance(inputs)
-    expected = softmax_expectation(method, y[:BATCH], mean[:, :BATCH], cov.diagonal(dim1=-2, dim2=-1)[:, :BATCH],
-                                   generator)
+    expected = softmax_expectation(
+        method, y[:BATCH], mean[:, :BATCH], cov.diagonal(dim1=-2, dim2=-1)[:, :BATCH], generator
+    )
     prior = MultivariateNormal(torch.zeros(BATCH + M, dtype=DTYPE), add_jitter(method.kernel(inputs)))
     kl = sum(torch_kl(MultivariateNormal(mean[c], cov[c]), prior) for c in range(CLASSES))
     torch.testing.assert_close(loss, -(expected - kl))
@@ -155,8 +162,17 @@ def test_fit_lowers_the_loss_and_gives_finite_metrics(method_config):
     def evaluate():
         return task_metrics(method.likelihood, *method.predict_f(x_test), y_test, 1.0, torch.Generator().manual_seed(3))
 
-    curve, _ = fit(method, x, y, iterations=40, batch_size=BATCH, lr=0.01, generators=torch.Generator().manual_seed(2),
-                   evaluate=evaluate, eval_every=1)
+    curve, _ = fit(
+        method,
+        x,
+        y,
+        iterations=40,
+        batch_size=BATCH,
+        lr=0.01,
+        generators=torch.Generator().manual_seed(2),
+        evaluate=evaluate,
+        eval_every=1,
+    )
 
     def average(key: str, records: list[dict]) -> float:
         return sum(record[key] for record in records) / len(records)
@@ -191,20 +207,27 @@ def test_supported_likelihoods_follow_the_network_and_objective(study_config, se
 def test_refusals_name_the_network(data, method_config):
     x, y = data
     with pytest.raises(ValueError, match="network 'rfe' outputs one latent function, but the likelihood has 3"):
-        GPNet(Problem(x, y, RBF(D), Softmax(CLASSES), torch.Generator().manual_seed(0)),
-              method_config("gpnet", M, N, objective="elbo", hidden_units=5))
+        GPNet(
+            Problem(x, y, RBF(D), Softmax(CLASSES), torch.Generator().manual_seed(0)),
+            method_config("gpnet", M, N, objective="elbo", hidden_units=5),
+        )
     with pytest.raises(ValueError, match=r"network_options of network 'ntk', \$\.filters"):
         build(method_config, data, network_options={"filters": 4})
     with pytest.raises(ValueError, match="network_options of network 'rfe'.*'filters' was unexpected"):
-        GPNet(Problem(x, y, RBF(D), GaussianLikelihood(0.1), torch.Generator().manual_seed(0)),
-              method_config("gpnet", M, N, hidden_units=5, network_options={"filters": [4]}))
+        GPNet(
+            Problem(x, y, RBF(D), GaussianLikelihood(0.1), torch.Generator().manual_seed(0)),
+            method_config("gpnet", M, N, hidden_units=5, network_options={"filters": [4]}),
+        )
 
 
 def test_a_batch_of_several_splits_is_refused(data, method_config):
     x, y = data
     with pytest.raises(ValueError, match="not batched over splits; train one split per job"):
-        build(method_config, (torch.stack([x, x]), torch.stack([y, y])),
-              generators=[torch.Generator().manual_seed(s) for s in range(2)])
+        build(
+            method_config,
+            (torch.stack([x, x]), torch.stack([y, y])),
+            generators=[torch.Generator().manual_seed(s) for s in range(2)],
+        )
 
 
 def test_prediction_goes_in_chunks_of_the_networks_size(method_config, data, monkeypatch):

@@ -7,8 +7,8 @@ import torch
 from sklearn.cluster import KMeans
 
 from gpstudy import numerics
-from gpstudy.runtime.host_sync import HostSyncCounter
 from gpstudy.methods.inducing import _closest_centre, _cluster_means, kmeans
+from gpstudy.runtime.host_sync import HostSyncCounter
 
 DTYPE = numerics.DEFAULT_DTYPE
 SEEDS = range(5)
@@ -35,11 +35,14 @@ def inertia(x: torch.Tensor, centres: torch.Tensor) -> float:
     return torch.cdist(x, centres).square().min(-1).values.sum().item()
 
 
-@pytest.mark.parametrize("x, num_centres", [
-    (mixture(600, 4, 6, 3.0, seed=0), 10),   # more centres than clusters: where the runs differ
-    (mixture(800, 2, 3, 0.5, seed=1), 30),   # overlapping clusters, a dense cover
-    (heavy_tailed(500, 3, seed=2), 25),
-])
+@pytest.mark.parametrize(
+    "x, num_centres",
+    [
+        (mixture(600, 4, 6, 3.0, seed=0), 10),  # more centres than clusters: where the runs differ
+        (mixture(800, 2, 3, 0.5, seed=1), 30),  # overlapping clusters, a dense cover
+        (heavy_tailed(500, 3, seed=2), 25),
+    ],
+)
 def test_inertia_is_that_of_scikit_learn(x, num_centres):
     """Mean inertia over 5 seeds within 2% of scikit-learn's KMeans (its defaults: one greedy k-means++
     run, then Lloyd's iterations); one seed's ratio varies by a few percent either way."""

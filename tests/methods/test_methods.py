@@ -39,8 +39,9 @@ def train(method: Method, data, steps: range, optimizer: torch.optim.Optimizer, 
     losses = []
     for step in steps:
         batch = slice((step * BATCH) % N, (step * BATCH) % N + BATCH)
-        loss = optimizer_step(optimizer, lambda: method.loss(x[batch], y[batch], step, generator), generator,
-                              method.natural_update)
+        loss = optimizer_step(
+            optimizer, lambda: method.loss(x[batch], y[batch], step, generator), generator, method.natural_update
+        )
         losses.append(loss.item())
     return losses
 
@@ -59,8 +60,9 @@ def test_every_method_declares_a_display_name_of_its_own():
 
 def test_unknown_method_names_the_known_ones(data):
     with pytest.raises(ValueError, match=", ".join(NAMES)):
-        build_method("vfe", Problem(*data, RBF(D), GaussianLikelihood(0.1), torch.Generator()),
-                     MethodConfig(M=6, n_train=N))
+        build_method(
+            "vfe", Problem(*data, RBF(D), GaussianLikelihood(0.1), torch.Generator()), MethodConfig(M=6, n_train=N)
+        )
 
 
 PAIRED_KERNELS = [*((name, {}) for name in KERNELS), ("arccos", {"depth": 2})]  # each kernel, one without features
@@ -81,10 +83,14 @@ def test_declared_pairings_are_what_building_does(name, settings_for):
     cannot use the kernel, building fails, and the declaration names the kernel and the network."""
     x = torch.randn(12, 4, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
     fitted, refused = 0, 0
-    for choice, (kernel, kernel_options), likelihood in itertools.product(option_choices(name), PAIRED_KERNELS,
-                                                                          LIKELIHOODS):
-        network = {"hidden_units": 4, "measurement": "train",
-                   "network_options": TINY_NETWORKS.get(choice["network"], {})} if "network" in choice else {}
+    for choice, (kernel, kernel_options), likelihood in itertools.product(
+        option_choices(name), PAIRED_KERNELS, LIKELIHOODS
+    ):
+        network = (
+            {"hidden_units": 4, "measurement": "train", "network_options": TINY_NETWORKS.get(choice["network"], {})}
+            if "network" in choice
+            else {}
+        )
         options = settings_for(name, 3, **choice, **network).options
         likelihood_options = {"classes": 3} if "classes" in LIKELIHOODS[likelihood].options_schema["properties"] else {}
         built_likelihood = build_likelihood(likelihood, likelihood_options)
@@ -107,8 +113,11 @@ def test_methods_that_need_the_gaussian_likelihood_say_so(data, method_config):
     x, y = data
     for name, changes in (("exact", {}), ("gpnet", {"objective": "conjugate"})):
         with pytest.raises(ValueError, match=f"method '{name}'.* needs the gaussian likelihood .*not Bernoulli"):
-            build_method(name, Problem(x, (y > 0).to(DTYPE), RBF(D), Bernoulli(), torch.Generator()),
-                         method_config(name, 6, N, **changes))
+            build_method(
+                name,
+                Problem(x, (y > 0).to(DTYPE), RBF(D), Bernoulli(), torch.Generator()),
+                method_config(name, 6, N, **changes),
+            )
 
 
 def test_config_n_train_must_match_the_data(data, method_config):

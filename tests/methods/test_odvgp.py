@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from gpstudy import numerics
-from gpstudy.linalg import add_jitter, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
+from gpstudy.linalg import add_jitter, inverse_positive
 from gpstudy.methods import SVGP, ExactGP, MethodConfig, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.odvgp import ODVGP
@@ -27,13 +27,28 @@ def data() -> tuple[torch.Tensor, torch.Tensor]:
     return make_data()
 
 
-def build(x: torch.Tensor, y: torch.Tensor, num_beta: int, mean_basis: int = 0, natural_gradient: bool = False,
-          natural_step: float = 0.05, generators=None, batch_shape: tuple[int, ...] = ()) -> ODVGP:
+def build(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    num_beta: int,
+    mean_basis: int = 0,
+    natural_gradient: bool = False,
+    natural_step: float = 0.05,
+    generators=None,
+    batch_shape: tuple[int, ...] = (),
+) -> ODVGP:
     kernel = RBF(1, lengthscale=0.4, variance=1.2, batch_shape=batch_shape)
     likelihood = GaussianLikelihood(0.1, batch_shape=batch_shape)
-    config = MethodConfig(M=num_beta, n_train=x.shape[-2], options={
-        "mean_basis": mean_basis, "natural_gradient": natural_gradient, "natural_step": natural_step,
-        "online_hyperparameters": True})
+    config = MethodConfig(
+        M=num_beta,
+        n_train=x.shape[-2],
+        options={
+            "mean_basis": mean_basis,
+            "natural_gradient": natural_gradient,
+            "natural_step": natural_step,
+            "online_hyperparameters": True,
+        },
+    )
     generators = torch.Generator().manual_seed(0) if generators is None else generators
     return ODVGP(Problem(x, y, kernel, likelihood, generators), config)
 
@@ -62,7 +77,8 @@ def optimal_q(method: ODVGP, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Te
     k_bb, k_bx = kernel_matrices(method, x)
     noise = method.likelihood.noise_variance
     gamma_part = method.kernel(x, method.gamma) @ method.a_gamma - k_bx.mT @ torch.linalg.solve(
-        k_bb, method.kernel(method.beta, method.gamma) @ method.a_gamma)
+        k_bb, method.kernel(method.beta, method.gamma) @ method.a_gamma
+    )
     cov = k_bb @ torch.linalg.inv(k_bb + k_bx @ k_bx.mT / noise) @ k_bb
     return cov @ torch.linalg.solve(k_bb, k_bx @ (y - gamma_part)) / noise, cov
 
@@ -86,10 +102,15 @@ def test_q_starts_at_zero_mean_and_unit_covariance_and_orthnat_leaves_the_beta_p
 def test_without_a_mean_basis_it_is_svgp(data):
     """Same Z and q(u), SVGP's whitened q(v) mapped: a_beta = L_Z^-T v, L = L_Z S_v."""
     x, y = data
-    config = MethodConfig(M=6, n_train=N, options={"online_hyperparameters": True, "inducing_init": "kmeans",
-                                                        "learn_inducing_inputs": True})
-    svgp = SVGP(Problem(x, y, RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1),
-                        torch.Generator().manual_seed(0)), config)
+    config = MethodConfig(
+        M=6,
+        n_train=N,
+        options={"online_hyperparameters": True, "inducing_init": "kmeans", "learn_inducing_inputs": True},
+    )
+    svgp = SVGP(
+        Problem(x, y, RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1), torch.Generator().manual_seed(0)),
+        config,
+    )
     method = build(x, y, 6)
     assert torch.equal(method.beta, svgp.inducing_inputs) and method.gamma.shape == (0, 1)
     whitened_mean = torch.randn(6, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
@@ -104,8 +125,12 @@ def test_without_a_mean_basis_it_is_svgp(data):
         for got, expected in zip(method.predict_f(x_test), svgp.predict_f(x_test)):
             torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-9)
         batch = slice(3, 10)  # a minibatch: the N/n scale too
-        torch.testing.assert_close(method.loss(x[batch], y[batch], 1, torch.Generator()),
-                                   svgp.loss(x[batch], y[batch], 1, torch.Generator()), rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(
+            method.loss(x[batch], y[batch], 1, torch.Generator()),
+            svgp.loss(x[batch], y[batch], 1, torch.Generator()),
+            rtol=1e-9,
+            atol=1e-9,
+        )
 
 
 def test_optimal_q_with_both_bases_at_the_data_recovers_the_exact_gp(data):
@@ -120,8 +145,9 @@ def test_optimal_q_with_both_bases_at_the_data_recovers_the_exact_gp(data):
         mean, cov = optimal_q(method, x, y)
         set_q(method, a_gamma, torch.linalg.solve(kernel_matrices(method, x)[0], mean), torch.linalg.cholesky(cov))
         elbo = -method.loss(x, y, 1, torch.Generator())  # the full batch: N/n = 1
-        torch.testing.assert_close(elbo, log_marginal_likelihood(x, y, method.kernel, method.likelihood),
-                                   rtol=0, atol=1e-4)
+        torch.testing.assert_close(
+            elbo, log_marginal_likelihood(x, y, method.kernel, method.likelihood), rtol=0, atol=1e-4
+        )
         x_test = torch.linspace(-5, 5, 13, dtype=DTYPE).unsqueeze(-1)
         reference = ExactGP(Problem(x, y, method.kernel, method.likelihood, torch.Generator()), method.config)
         for got, expected in zip(method.predict(x_test), reference.predict(x_test)):
@@ -179,8 +205,12 @@ def test_a_natural_step_of_size_tau_moves_the_natural_parameters_a_fraction_tau_
     x, y = data
     method = build(x, y, 6, mean_basis=2, natural_gradient=True, natural_step=0.3)
     generator = torch.Generator().manual_seed(4)
-    set_q(method, torch.randn(2, generator=generator, dtype=DTYPE), torch.randn(6, generator=generator, dtype=DTYPE),
-          random_lower(6, 5))
+    set_q(
+        method,
+        torch.randn(2, generator=generator, dtype=DTYPE),
+        torch.randn(6, generator=generator, dtype=DTYPE),
+        random_lower(6, 5),
+    )
 
     def natural_parameters() -> tuple[torch.Tensor, torch.Tensor]:
         precision = torch.linalg.inv(method.scale_tril @ method.scale_tril.mT)
@@ -200,8 +230,17 @@ def test_a_natural_step_of_size_tau_moves_the_natural_parameters_a_fraction_tau_
 def train(x, y, generators, seed_generators, natural_gradient: bool, iterations: int = 30, **kwargs):
     """ODVGP (M = 5, M_gamma = 3) trained by ``fit`` on minibatches of 8, and its learning curve."""
     method = build(x, y, 5, mean_basis=3, natural_gradient=natural_gradient, generators=seed_generators, **kwargs)
-    curve, _ = fit(method, x, y, iterations=iterations, batch_size=8, lr=0.01, generators=generators, evaluate=dict,
-                   eval_every=iterations)
+    curve, _ = fit(
+        method,
+        x,
+        y,
+        iterations=iterations,
+        batch_size=8,
+        lr=0.01,
+        generators=generators,
+        evaluate=dict,
+        eval_every=iterations,
+    )
     return method, curve
 
 
@@ -209,11 +248,18 @@ def train(x, y, generators, seed_generators, natural_gradient: bool, iterations:
 def test_a_batch_of_two_splits_trains_as_each_split_alone(natural_gradient):
     (x0, y0), (x1, y1) = make_data(0), make_data(1)
     x, y = torch.stack([x0, x1]), torch.stack([y0, y1])
-    batched, _ = train(x, y, [torch.Generator().manual_seed(s) for s in (7, 8)],
-                       [torch.Generator().manual_seed(s) for s in (0, 1)], natural_gradient, iterations=10,
-                       batch_shape=(2,))
-    alone, _ = train(x1, y1, torch.Generator().manual_seed(8), torch.Generator().manual_seed(1), natural_gradient,
-                     iterations=10)
+    batched, _ = train(
+        x,
+        y,
+        [torch.Generator().manual_seed(s) for s in (7, 8)],
+        [torch.Generator().manual_seed(s) for s in (0, 1)],
+        natural_gradient,
+        iterations=10,
+        batch_shape=(2,),
+    )
+    alone, _ = train(
+        x1, y1, torch.Generator().manual_seed(8), torch.Generator().manual_seed(1), natural_gradient, iterations=10
+    )
     for key, value in alone.state_dict().items():
         torch.testing.assert_close(batched.state_dict()[key][1], value, rtol=1e-9, atol=1e-9)
     x_test = torch.linspace(-5, 5, 13, dtype=DTYPE).unsqueeze(-1)
@@ -225,8 +271,15 @@ def test_a_batch_of_two_splits_trains_as_each_split_alone(natural_gradient):
 def test_fit_lowers_the_loss(data, natural_gradient):
     x, y = data
     start = build(x, y, 5, mean_basis=3, natural_gradient=natural_gradient).loss(x, y, 1, torch.Generator())
-    method, curve = train(x, y, torch.Generator().manual_seed(7), torch.Generator().manual_seed(0), natural_gradient,
-                          iterations=40, natural_step=0.1)
+    method, curve = train(
+        x,
+        y,
+        torch.Generator().manual_seed(7),
+        torch.Generator().manual_seed(0),
+        natural_gradient,
+        iterations=40,
+        natural_step=0.1,
+    )
     with torch.no_grad():
         trained = method.loss(x, y, 1, torch.Generator())
     assert torch.isfinite(trained) and trained < 0.6 * start and curve[-1]["iteration"] == 40

@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from gpstudy import numerics
-from gpstudy.linalg import add_jitter, cholesky, deferred_factor_checks, inverse_positive
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
+from gpstudy.linalg import add_jitter, cholesky, deferred_factor_checks, inverse_positive
 from gpstudy.methods import SVGP, ExactGP, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.inducing import kmeans_centres, training_points
 from gpstudy.methods.svgp import sums_variances
 from gpstudy.metrics import task_metrics
-from gpstudy.training.optim import adam, optimizer_step
 from gpstudy.training.fit import fit
+from gpstudy.training.optim import adam, optimizer_step
 
 DTYPE = numerics.DEFAULT_DTYPE
 N = 20
@@ -115,8 +115,13 @@ def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_confi
     x = torch.randn(2, 40, 3, generator=generator, dtype=DTYPE)
     y = torch.sin(x.sum(-1))
     kernel = RBF(3, lengthscale=[0.7, 1.3, 2.0], variance=1.5, batch_shape=(2,))
-    problem = Problem(x, y, kernel, GaussianLikelihood(0.2, batch_shape=(2,)),
-                      [torch.Generator().manual_seed(seed) for seed in (1, 2)])
+    problem = Problem(
+        x,
+        y,
+        kernel,
+        GaussianLikelihood(0.2, batch_shape=(2,)),
+        [torch.Generator().manual_seed(seed) for seed in (1, 2)],
+    )
     method = SVGP(problem, method_config("svgp", 7, 40))
     perturb_q(method)
     x_batch, y_batch = x[:, 5:30], y[:, 5:30]
@@ -126,29 +131,41 @@ def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_confi
     torch.testing.assert_close(summed_mean, mean, rtol=1e-10, atol=0)
     torch.testing.assert_close(variance_sum, variance.sum(-1), rtol=1e-10, atol=0)
 
-    per_point = -(40 / 25 * method.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1)
-                  - method.kl_divergence())
+    per_point = -(
+        40 / 25 * method.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1) - method.kl_divergence()
+    )
     assert sums_variances(7, 25, DTYPE)
     loss = method.loss(x_batch, y_batch, 1, [torch.Generator(), torch.Generator()])
     torch.testing.assert_close(loss, per_point, rtol=1e-10, atol=0)
     parameters = [p for p in method.parameters() if p.requires_grad]
-    for got, expected in zip(torch.autograd.grad(loss.sum(), parameters),
-                             torch.autograd.grad(per_point.sum(), parameters)):
+    for got, expected in zip(
+        torch.autograd.grad(loss.sum(), parameters), torch.autograd.grad(per_point.sum(), parameters)
+    ):
         torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-12)
 
 
-@pytest.mark.parametrize("num_inducing, batch_size, dtype, summed", [
-    (100, 500, torch.float64, True), (199, 500, torch.float64, True), (200, 500, torch.float64, False),
-    (500, 500, torch.float64, False), (1000, 500, torch.float64, False),
-    (100, 500, torch.float32, False), (500, 500, torch.float32, False), (5, 20, torch.float64, True),
-    (20, 20, torch.float64, False)])
+@pytest.mark.parametrize(
+    "num_inducing, batch_size, dtype, summed",
+    [
+        (100, 500, torch.float64, True),
+        (199, 500, torch.float64, True),
+        (200, 500, torch.float64, False),
+        (500, 500, torch.float64, False),
+        (1000, 500, torch.float64, False),
+        (100, 500, torch.float32, False),
+        (500, 500, torch.float32, False),
+        (5, 20, torch.float64, True),
+        (20, 20, torch.float64, False),
+    ],
+)
 def test_the_variances_are_summed_only_below_m_of_0_4_b_in_float64(num_inducing, batch_size, dtype, summed):
     """The study's sizes (UCI: M = 100, 500, 1000 at B = 500; Snelson: M = 5, 20 at B = 20) and the edge."""
     assert sums_variances(num_inducing, batch_size, dtype) == summed
 
 
-@pytest.mark.parametrize("batch_size, dtype, summed", [(25, torch.float64, True), (12, torch.float64, False),
-                                                       (25, torch.float32, False)])
+@pytest.mark.parametrize(
+    "batch_size, dtype, summed", [(25, torch.float64, True), (12, torch.float64, False), (25, torch.float32, False)]
+)
 def test_the_loss_takes_the_chosen_form(method_config, monkeypatch, batch_size, dtype, summed):
     """M = 7: the loss goes through ``summed_moments`` exactly where ``sums_variances`` says."""
     calls = []
@@ -156,8 +173,16 @@ def test_the_loss_takes_the_chosen_form(method_config, monkeypatch, batch_size, 
     monkeypatch.setattr(SVGP, "summed_moments", lambda self, *args: calls.append(1) or real(self, *args))
     generator = torch.Generator().manual_seed(4)
     x = torch.randn(40, 3, generator=generator, dtype=dtype)
-    method = SVGP(Problem(x, torch.sin(x.sum(-1)), RBF(3).to(dtype), GaussianLikelihood(0.2).to(dtype),
-                          torch.Generator().manual_seed(1)), method_config("svgp", 7, 40))
+    method = SVGP(
+        Problem(
+            x,
+            torch.sin(x.sum(-1)),
+            RBF(3).to(dtype),
+            GaussianLikelihood(0.2).to(dtype),
+            torch.Generator().manual_seed(1),
+        ),
+        method_config("svgp", 7, 40),
+    )
     assert torch.isfinite(method.loss(x[:batch_size], torch.sin(x[:batch_size].sum(-1)), 1, torch.Generator()))
     assert len(calls) == summed
 
@@ -197,8 +222,15 @@ def blobs(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return centres[y] + 0.5 * torch.randn(n, 2, generator=generator, dtype=DTYPE), y.to(DTYPE)
 
 
-def build_softmax(method_config, x: torch.Tensor, y: torch.Tensor, num_inducing: int, generators=None,
-                  likelihood: Likelihood | None = None, **options) -> SVGP:
+def build_softmax(
+    method_config,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    num_inducing: int,
+    generators=None,
+    likelihood: Likelihood | None = None,
+    **options,
+) -> SVGP:
     """SVGP with an RBF kernel and a 3-class softmax (or another ``likelihood``) on ``x`` ``[*batch, n, 2]``."""
     batch_shape = x.shape[:-2]
     kernel = RBF(2, lengthscale=1.5, variance=2.0, batch_shape=batch_shape)
@@ -227,8 +259,10 @@ def test_c_classes_are_c_single_latent_svgps_sharing_z_and_kernel(method_config)
     assert mean.shape == var.shape == (7, CLASSES)
     singles = []
     for c in range(CLASSES):
-        single = SVGP(Problem(x, y, method.kernel, GaussianLikelihood(0.1), torch.Generator().manual_seed(0)),
-                      method_config("svgp", 5, 30))
+        single = SVGP(
+            Problem(x, y, method.kernel, GaussianLikelihood(0.1), torch.Generator().manual_seed(0)),
+            method_config("svgp", 5, 30),
+        )
         with torch.no_grad():
             single.inducing_inputs.copy_(method.inducing_inputs)
             single.q_mean.copy_(method.q_mean[c])
@@ -272,8 +306,17 @@ def test_svgp_learns_separable_classes(method_config, likelihood):
     def evaluate() -> dict[str, torch.Tensor]:
         return task_metrics(method.likelihood, *method.predict_f(x_test), y_test, 1.0, torch.Generator().manual_seed(3))
 
-    curve, _ = fit(method, x, y, iterations=100, batch_size=20, lr=0.05, generators=torch.Generator().manual_seed(2),
-                   evaluate=evaluate, eval_every=50)
+    curve, _ = fit(
+        method,
+        x,
+        y,
+        iterations=100,
+        batch_size=20,
+        lr=0.05,
+        generators=torch.Generator().manual_seed(2),
+        evaluate=evaluate,
+        eval_every=50,
+    )
     assert curve[-1]["error_rate"] <= 0.1
     assert curve[-1]["test_ll"] > math.log(1 / CLASSES) + 0.3
 
@@ -296,16 +339,27 @@ def test_training_points_are_distinct_rows_drawn_per_split(caplog):
 def fixed_method(method_config, data, seed: int = 0, **options) -> SVGP:
     """SVGP on ``data`` with Z at 6 training inputs, fixed, and fixed hyperparameters (section 5.3's SVGP)."""
     x, y = data
-    config = method_config("svgp", 6, x.shape[0], **({"inducing_init": "training_points",
-                                                      "learn_inducing_inputs": False,
-                                                      "online_hyperparameters": False} | options))
+    config = method_config(
+        "svgp",
+        6,
+        x.shape[0],
+        **(
+            {"inducing_init": "training_points", "learn_inducing_inputs": False, "online_hyperparameters": False}
+            | options
+        ),
+    )
     kernel, likelihood = RBF(1, lengthscale=0.4, variance=1.2), GaussianLikelihood(0.1)
     return SVGP(Problem(x, y, kernel, likelihood, torch.Generator().manual_seed(seed)), config)
 
 
 def fresh_factor(method: SVGP) -> torch.Tensor:
-    return torch.linalg.cholesky(method.kernel(method.inducing_inputs) + numerics.JITTER * torch.eye(
-        method.inducing_inputs.shape[-2], dtype=method.inducing_inputs.dtype, device=method.inducing_inputs.device))
+    return torch.linalg.cholesky(
+        method.kernel(method.inducing_inputs)
+        + numerics.JITTER
+        * torch.eye(
+            method.inducing_inputs.shape[-2], dtype=method.inducing_inputs.dtype, device=method.inducing_inputs.device
+        )
+    )
 
 
 def test_fixed_z_stays_while_q_trains(data, method_config):
@@ -314,16 +368,27 @@ def test_fixed_z_stays_while_q_trains(data, method_config):
     assert {tuple(row.tolist()) for row in method.inducing_inputs} <= {tuple(row.tolist()) for row in x}
     start = {key: value.clone() for key, value in method.state_dict().items()}
     assert {id(p) for p in method.adam_parameters()} == {id(method.q_mean), id(method.raw_q_scale)}
-    fit(method, x, y, iterations=20, batch_size=5, lr=0.05, generators=torch.Generator().manual_seed(1),
-        evaluate=dict, eval_every=100)
+    fit(
+        method,
+        x,
+        y,
+        iterations=20,
+        batch_size=5,
+        lr=0.05,
+        generators=torch.Generator().manual_seed(1),
+        evaluate=dict,
+        eval_every=100,
+    )
     after = method.state_dict()
     assert {key for key in start if not torch.equal(after[key], start[key])} == {"q_mean", "raw_q_scale"}
     assert (after["q_mean"] - start["q_mean"]).abs().max() > 0.1
     assert not torch.equal(after["raw_q_scale"], start["raw_q_scale"])
 
 
-@pytest.mark.parametrize("learned, factorizations", [({}, 1), ({"learn_inducing_inputs": True}, 20 + 4),
-                                                     ({"online_hyperparameters": True}, 20 + 4)])
+@pytest.mark.parametrize(
+    "learned, factorizations",
+    [({}, 1), ({"learn_inducing_inputs": True}, 20 + 4), ({"online_hyperparameters": True}, 20 + 4)],
+)
 def test_a_fixed_factor_is_computed_once(data, method_config, monkeypatch, learned, factorizations):
     """Fixed Z and kernel: L_Z once for 20 steps and 4 evaluations, equal to a fresh factor; anything trained:
     one per call."""
@@ -337,8 +402,17 @@ def test_a_fixed_factor_is_computed_once(data, method_config, monkeypatch, learn
     def evaluate() -> dict[str, torch.Tensor]:
         return task_metrics(method.likelihood, *method.predict_f(x), y, 1.0, torch.Generator())
 
-    fit(method, x, y, iterations=20, batch_size=5, lr=0.05, generators=torch.Generator().manual_seed(1),
-        evaluate=evaluate, eval_every=5)
+    fit(
+        method,
+        x,
+        y,
+        iterations=20,
+        batch_size=5,
+        lr=0.05,
+        generators=torch.Generator().manual_seed(1),
+        evaluate=evaluate,
+        eval_every=5,
+    )
     assert len(calls) == factorizations
     with torch.no_grad():
         torch.testing.assert_close(method.prior_scale_tril(), fresh_factor(method), rtol=1e-12, atol=1e-12)
@@ -384,8 +458,7 @@ def failing_fixed_method(method_config, data, dtype: torch.dtype, variance: floa
 
 
 @pytest.mark.parametrize("dtype, variance", [(torch.float64, 1e12), (torch.float32, 1e3)])
-def test_a_fixed_factor_made_in_a_training_step_gets_the_jitter_an_eager_one_gets(data, method_config, dtype,
-                                                                                   variance):
+def test_a_fixed_factor_made_in_a_training_step_gets_the_jitter_an_eager_one_gets(data, method_config, dtype, variance):
     """L_Z first factored inside a step's deferred checks, where the factor fails: the step reruns checked
     and keeps the jittered factor, as an eager call makes it (not the failed one: NaN, or in float32 a
     finite loss from a factor with a negative diagonal)."""
@@ -395,8 +468,11 @@ def test_a_fixed_factor_made_in_a_training_step_gets_the_jitter_an_eager_one_get
     expected_factor = eager.prior_scale_tril()
     expected_loss = eager.loss(x[:5], y[:5], 1, torch.Generator())
     method = failing_fixed_method(method_config, data, dtype, variance)
-    loss = optimizer_step(adam(method.adam_parameters(), 0.01, x.device),
-                          lambda: method.loss(x[:5], y[:5], 1, torch.Generator()), torch.Generator())
+    loss = optimizer_step(
+        adam(method.adam_parameters(), 0.01, x.device),
+        lambda: method.loss(x[:5], y[:5], 1, torch.Generator()),
+        torch.Generator(),
+    )
     assert torch.isfinite(loss)
     torch.testing.assert_close(loss, expected_loss, rtol=1e-8, atol=0)
     scale = expected_factor.abs().max()

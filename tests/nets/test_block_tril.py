@@ -33,8 +33,10 @@ def test_dense_form_is_lower_triangular_with_positive_diagonal(blocks):
     assert (dense[rows, columns] != 0).all()  # every entry below the diagonal is a stored parameter
 
 
-@pytest.mark.parametrize("batch_shape, phi_shape", [((), (7, 10)), ((), (2, 7, 10)), ((3,), (3, 7, 10)),
-                                                     ((2, 3), (2, 3, 7, 10)), ((3,), (3, 0, 10)), ((), (0, 10))])
+@pytest.mark.parametrize(
+    "batch_shape, phi_shape",
+    [((), (7, 10)), ((), (2, 7, 10)), ((3,), (3, 7, 10)), ((2, 3), (2, 3, 7, 10)), ((3,), (3, 0, 10)), ((), (0, 10))],
+)
 @pytest.mark.parametrize("blocks", [1, 3, 4])
 @pytest.mark.parametrize("with_vector", [False, True])
 def test_product_and_its_gradients_match_the_dense_product(blocks, batch_shape, phi_shape, with_vector):
@@ -105,5 +107,6 @@ def test_diagonal_blocks_products_by_halves_match_the_dense_product(with_vector)
     diagonal = factor.diagonal_blocks()[0].detach()
     upper = block_tril._triangular_gradient(phi.detach()[..., :550], weights[..., :550], diagonal)
     assert torch.equal(upper.triu(1)[:, :275, 275:], torch.zeros(2, 275, 275, dtype=DTYPE))
-    torch.testing.assert_close(upper.tril(), (phi.detach()[..., :550].mT @ weights[..., :550]).tril(),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        upper.tril(), (phi.detach()[..., :550].mT @ weights[..., :550]).tril(), rtol=1e-12, atol=1e-12
+    )

@@ -7,10 +7,11 @@ import torch
 
 from gpstudy import generators as draws
 from gpstudy import numerics
-from gpstudy.linalg import HALVES_FROM, inverse_positive, positive
 from gpstudy.kernels import RBF, ArcCosine, Kernel, build_kernel
 from gpstudy.kernels.cnngp import CNNGP
-from gpstudy.nets import NETWORKS as REGISTERED, RFE, InferenceNetwork
+from gpstudy.linalg import HALVES_FROM, inverse_positive, positive
+from gpstudy.nets import NETWORKS as REGISTERED
+from gpstudy.nets import RFE, InferenceNetwork
 from gpstudy.nets.block_tril import BlockTril
 
 DTYPE = numerics.DEFAULT_DTYPE
@@ -25,10 +26,19 @@ def build_kernel_2d(kernel: tuple[str, dict], lengthscale=(0.5, 2.0), variance: 
     return kernel
 
 
-def build_rfe(hidden_units: int = 10, lengthscale=(0.5, 2.0), variance: float = 1.7, seed: int = 0,
-              kernel: tuple[str, dict] = ("rbf", {})) -> RFE:
-    return RFE(build_kernel_2d(kernel, lengthscale, variance), hidden_units, torch.Generator().manual_seed(seed),
-               live_variance=False)
+def build_rfe(
+    hidden_units: int = 10,
+    lengthscale=(0.5, 2.0),
+    variance: float = 1.7,
+    seed: int = 0,
+    kernel: tuple[str, dict] = ("rbf", {}),
+) -> RFE:
+    return RFE(
+        build_kernel_2d(kernel, lengthscale, variance),
+        hidden_units,
+        torch.Generator().manual_seed(seed),
+        live_variance=False,
+    )
 
 
 NETWORKS = {  # every network with a 2-D input
@@ -68,8 +78,9 @@ def test_shapes_covariance_and_marginals(name, inputs):
     torch.testing.assert_close(marginal_mean, mean)
 
 
-@pytest.mark.parametrize("head_rows, tail_rows", [(0, 9), (5, 9), (HALVES_FROM - 1, 9), (HALVES_FROM + 1, 40),
-                                                   (300, 150), (500, 500)])
+@pytest.mark.parametrize(
+    "head_rows, tail_rows", [(0, 9), (5, 9), (HALVES_FROM - 1, 9), (HALVES_FROM + 1, 40), (300, 150), (500, 500)]
+)
 def test_stacked_covariance_equals_the_covariance_of_the_stacked_factor(head_rows, tail_rows):
     """GPNet's q_t over [X_B; X_M] from the loss's covariance over X_M (issue 39) equals ``covariance`` of the
     concatenated factor to 1e-12 relative (the Grams' products differ by rounding only); below ``HALVES_FROM``
@@ -84,8 +95,9 @@ def test_stacked_covariance_equals_the_covariance_of_the_stacked_factor(head_row
     if head_rows + tail_rows < HALVES_FROM:
         assert torch.equal(stacked, concatenated)
     torch.testing.assert_close(stacked, concatenated, rtol=1e-12, atol=1e-12 * concatenated.abs().max().item())
-    torch.testing.assert_close(stacked.diagonal(dim1=-2, dim2=-1), concatenated.diagonal(dim1=-2, dim2=-1),
-                               rtol=1e-13, atol=0)  # the jitter on every diagonal element, once
+    torch.testing.assert_close(
+        stacked.diagonal(dim1=-2, dim2=-1), concatenated.diagonal(dim1=-2, dim2=-1), rtol=1e-13, atol=0
+    )  # the jitter on every diagonal element, once
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
@@ -136,10 +148,12 @@ def test_rfe_prior_approaches_each_kernel(kernel_with_features):
     with torch.no_grad():
         exact = kernel(x)
         for hidden_units in (100, 2000):
-            networks = [RFE(kernel, hidden_units, torch.Generator().manual_seed(seed), live_variance=False)
-                        for seed in range(4)]
-            errors[hidden_units] = sum((prior_covariance(network, x) - exact).abs().mean() / exact.abs().mean()
-                                       for network in networks) / len(networks)
+            networks = [
+                RFE(kernel, hidden_units, torch.Generator().manual_seed(seed), live_variance=False) for seed in range(4)
+            ]
+            errors[hidden_units] = sum(
+                (prior_covariance(network, x) - exact).abs().mean() / exact.abs().mean() for network in networks
+            ) / len(networks)
     assert errors[2000] < errors[100] / 2.5  # Monte Carlo rate: sqrt(20) = 4.5
     assert errors[2000] < 0.1
 
@@ -231,8 +245,14 @@ def test_every_network_builds_its_parameters_on_the_kernels_device(name):
     generator of another device, would show here as it crashes a CUDA run."""
     make_kernel, latents, options = META_BUILDS[name]
     kernel = make_kernel().to("meta")
-    network = REGISTERED[name].build(kernel, draws.new_generators([0], torch.device("meta")), latent_dim=latents,
-                                     hidden_units=4, live_variance=False, options=options)
+    network = REGISTERED[name].build(
+        kernel,
+        draws.new_generators([0], torch.device("meta")),
+        latent_dim=latents,
+        hidden_units=4,
+        live_variance=False,
+        options=options,
+    )
     assert {tensor.device.type for tensor in [*network.parameters(), *network.buffers()]} == {"meta"}
     mean, factor = network(torch.empty(1, 5, kernel.input_dim, dtype=DTYPE, device="meta"))
     assert mean.device.type == factor.device.type == "meta"

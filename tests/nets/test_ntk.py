@@ -21,8 +21,14 @@ CLASSES, HIDDEN = 3, 4
 
 def build_ntk(output_tanh: bool = True, seed: int = 0) -> NTK:
     """A tiny NTK network whose head means and log-stds are random (not their initial values)."""
-    network = NTK(CNNGP(50, image_shape=SHAPE), HIDDEN, torch.Generator().manual_seed(seed), classes=CLASSES,
-                  output_tanh=output_tanh, **TINY)
+    network = NTK(
+        CNNGP(50, image_shape=SHAPE),
+        HIDDEN,
+        torch.Generator().manual_seed(seed),
+        classes=CLASSES,
+        output_tanh=output_tanh,
+        **TINY,
+    )
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for parameter in [*network.mean.values(), *network.log_std.values()]:
@@ -130,8 +136,13 @@ def test_image_shape_generators_and_dtype():
 
 
 def test_options_schema():
-    options = {"image_shape": [1, 28, 28], "filters": [8, 16], "strides": [1, 2], "dense_units": 32,
-               "output_tanh": False}
+    options = {
+        "image_shape": [1, 28, 28],
+        "filters": [8, 16],
+        "strides": [1, 2],
+        "dense_units": 32,
+        "output_tanh": False,
+    }
     jsonschema.validate(options, NTK.options_schema)
     for bad in [{"strides": [3]}, {"hidden_units": 100}, {"image_shape": [28, 28]}]:
         with pytest.raises(jsonschema.ValidationError):
@@ -173,8 +184,10 @@ def authors_convs(image_shape, first_filters=AUTHORS_FIRST_FILTERS):
             resize = block == 0 and stride == 2
             step = stride if resize else 1
             out = conv(channels, nf, step, size)[-1]
-            layers.append([conv(channels, nf, step, size), conv(nf, nf, 1, out)]
-                          + ([conv(channels, nf, step, size)] if resize else []))
+            layers.append(
+                [conv(channels, nf, step, size), conv(nf, nf, 1, out)]
+                + ([conv(channels, nf, step, size)] if resize else [])
+            )
             channels, size = nf, out
         nf *= 2
     return layers, (channels * math.prod(size), 512)
@@ -183,8 +196,11 @@ def authors_convs(image_shape, first_filters=AUTHORS_FIRST_FILTERS):
 def trunk_convs(network: NTK):
     """The trunk's convs as ``authors_convs`` lists them, read by forward hooks on a ``meta`` pass."""
     seen = {}
-    hooks = [module.register_forward_hook(lambda m, args, out: seen.__setitem__(m, (args[0], out)))
-             for module in network.trunk.modules() if isinstance(module, torch.nn.Conv2d)]
+    hooks = [
+        module.register_forward_hook(lambda m, args, out: seen.__setitem__(m, (args[0], out)))
+        for module in network.trunk.modules()
+        if isinstance(module, torch.nn.Conv2d)
+    ]
     network.features(torch.empty(1, math.prod(network.image_shape), dtype=DTYPE, device="meta"))
     for hook in hooks:
         hook.remove()
@@ -192,8 +208,19 @@ def trunk_convs(network: NTK):
     for layer in network.trunk:
         convs = [module for module in layer.modules() if isinstance(module, torch.nn.Conv2d)]
         if convs:
-            layers.append([(m.in_channels, m.out_channels, m.kernel_size[0], m.stride[0],
-                            tuple(seen[m][0].shape[-2:]), tuple(seen[m][1].shape[-2:])) for m in convs])
+            layers.append(
+                [
+                    (
+                        m.in_channels,
+                        m.out_channels,
+                        m.kernel_size[0],
+                        m.stride[0],
+                        tuple(seen[m][0].shape[-2:]),
+                        tuple(seen[m][1].shape[-2:]),
+                    )
+                    for m in convs
+                ]
+            )
     dense = network.trunk[-2]
     return layers, (dense.in_features, dense.out_features)
 
@@ -230,8 +257,13 @@ def test_trunk_computes_the_authors_forward():
     the trunk's weights taken in the authors' order (conv1, conv2, residual), random biases included: the
     shortcut is the block's input, ReLUs after conv1 and after the sum, none after the first conv. Odd
     maps (5 -> 3 -> 2), where SAME pads one pixel on each side like the trunk."""
-    network = NTK(CNNGP(50, image_shape=SHAPE), HIDDEN, torch.Generator().manual_seed(0), classes=CLASSES,
-                  filters=(3, 3, 6, 6, 12, 12))
+    network = NTK(
+        CNNGP(50, image_shape=SHAPE),
+        HIDDEN,
+        torch.Generator().manual_seed(0),
+        classes=CLASSES,
+        filters=(3, 3, 6, 6, 12, 12),
+    )
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for parameter in network.trunk.parameters():

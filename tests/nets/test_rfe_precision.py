@@ -15,9 +15,9 @@ from gpstudy.methods.base import InferenceNetworkMethod, function_space_kl
 from gpstudy.metrics import task_metrics
 from gpstudy.nets import NTK, RFE
 from gpstudy.numerics import DTYPES
-from gpstudy.training.pretrain import pretrain_hyperparameters
 from gpstudy.study import run_settings
 from gpstudy.training import fit
+from gpstudy.training.pretrain import pretrain_hyperparameters
 from gpstudy.training.run import initial_kernel, initial_likelihood, method_config, predict
 
 DATASETS = ("boston", "concrete", "energy")
@@ -50,22 +50,37 @@ def uci_rows(shared_data, name: str, n_train: int = N_TRAIN) -> tuple[torch.Tens
 def snelson_split(study_config, shared_data) -> Split:
     """Snelson's split as the study makes it (config.yaml's seed and train_size), standardized."""
     table = read_table(get_dataset("snelson"), "random", shared_data / "snelson")
-    train, test = split_rows(table, "random", 0, seed=study_config["seed"],
-                             train_size=study_config["dataset_options"]["snelson"]["train_size"])
+    train, test = split_rows(
+        table,
+        "random",
+        0,
+        seed=study_config["seed"],
+        train_size=study_config["dataset_options"]["snelson"]["train_size"],
+    )
     return make_split(table, train, test, standardize=True, info={"dataset": "snelson"})
 
 
-def network_method(settings, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator,
-                   split: Split | None = None) -> InferenceNetworkMethod:
+def network_method(
+    settings, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator, split: Split | None = None
+) -> InferenceNetworkMethod:
     """``settings.method`` on ``x``, ``y`` as a run builds it: hyperparameters pretrained where the settings
     say so, a box c(x) standardized by ``split``'s statistics."""
     kernel, likelihood = initial_kernel(settings, x.shape[-1]), initial_likelihood(settings)
     if settings.pretrain:
-        pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=settings.pretrain_subset,
-                                 iterations=settings.pretrain_iterations, lr=settings.pretrain_lr, generators=generator)
+        pretrain_hyperparameters(
+            x,
+            y,
+            kernel,
+            likelihood,
+            subset_size=settings.pretrain_subset,
+            iterations=settings.pretrain_iterations,
+            lr=settings.pretrain_lr,
+            generators=generator,
+        )
     statistics = (split.x_mean, split.x_std) if split is not None else ()
-    return build_method(settings.method, Problem(x, y, kernel, likelihood, generator),
-                        method_config(settings, x.shape[-2], *statistics))
+    return build_method(
+        settings.method, Problem(x, y, kernel, likelihood, generator), method_config(settings, x.shape[-2], *statistics)
+    )
 
 
 def train_and_evaluate(settings, rows, split: Split | None = None) -> dict[str, float]:
@@ -73,8 +88,17 @@ def train_and_evaluate(settings, rows, split: Split | None = None) -> dict[str, 
     x, y, x_test, y_test, y_std = rows
     generator = torch.Generator().manual_seed(0)
     model = network_method(settings, x, y, generator, split)
-    fit(model, x, y, iterations=settings.iterations, batch_size=settings.batch_size, lr=settings.lr,
-        generators=generator, evaluate=dict, eval_every=10**9)
+    fit(
+        model,
+        x,
+        y,
+        iterations=settings.iterations,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        generators=generator,
+        evaluate=dict,
+        eval_every=10**9,
+    )
     with torch.no_grad():
         metrics = task_metrics(model.likelihood, *predict(model, x_test), y_test, y_std)
     return {name: value.item() for name, value in metrics.items()}
@@ -86,8 +110,9 @@ def test_mixed_settings_reach_the_network(settings_for):
     assert DTYPES[settings.dtype] == (torch.float64, torch.float32)
     kernel, likelihood = initial_kernel(settings, 2), initial_likelihood(settings)
     x = torch.randn(30, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    model = build_method("fbnn", Problem(x, x.sum(-1), kernel, likelihood, torch.Generator()),
-                         method_config(settings, 30))
+    model = build_method(
+        "fbnn", Problem(x, x.sum(-1), kernel, likelihood, torch.Generator()), method_config(settings, 30)
+    )
     assert model.network.feature_dtype == torch.float32
     assert method_config(settings_for("fbnn", M), 30).feature_dtype == torch.float64  # float64 by default
 
@@ -98,8 +123,15 @@ def test_mixed_network_computes_in_float32_and_returns_float64(settings_for):
     x = torch.randn(15, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     networks = {}
     for dtype in (None, torch.float32):
-        networks[dtype] = RFE.build(initial_kernel(settings, 2), torch.Generator().manual_seed(1), latent_dim=1,
-                                    hidden_units=20, live_variance=False, options={}, feature_dtype=dtype)
+        networks[dtype] = RFE.build(
+            initial_kernel(settings, 2),
+            torch.Generator().manual_seed(1),
+            latent_dim=1,
+            hidden_units=20,
+            live_variance=False,
+            options={},
+            feature_dtype=dtype,
+        )
     outputs = {dtype: network.mean_and_covariance(x) for dtype, network in networks.items()}
     for exact, mixed in zip(outputs[None], outputs[torch.float32]):
         assert mixed.dtype == torch.float64
@@ -117,10 +149,18 @@ def test_mixed_ntk_computes_in_float32_and_returns_float64():
     ``mixed``: outputs and gradients float64 and float64's to the RFE's tolerances, but not exactly."""
     shape, generator = (1, 12, 12), torch.Generator().manual_seed(0)
     x = torch.rand(6, 144, dtype=torch.float64, generator=generator) * 2 - 1  # pixels in [-1, 1], as MNIST's
-    networks = {dtype: NTK.build(CNNGP(144, image_shape=shape), torch.Generator().manual_seed(1), latent_dim=3,
-                                 hidden_units=8, live_variance=False, feature_dtype=dtype,
-                                 options={"filters": [4, 4, 8, 8, 8, 8], "dense_units": 16})
-                for dtype in (None, torch.float32)}
+    networks = {
+        dtype: NTK.build(
+            CNNGP(144, image_shape=shape),
+            torch.Generator().manual_seed(1),
+            latent_dim=3,
+            hidden_units=8,
+            live_variance=False,
+            feature_dtype=dtype,
+            options={"filters": [4, 4, 8, 8, 8, 8], "dense_units": 16},
+        )
+        for dtype in (None, torch.float32)
+    }
     assert networks[torch.float32].features(x).dtype == torch.float32
     outputs = {dtype: (*network.mean_and_covariance(x), network.marginals(x)[1]) for dtype, network in networks.items()}
     for exact, mixed in zip(outputs[None], outputs[torch.float32]):
@@ -140,8 +180,16 @@ def test_mixed_ntk_step_is_float64_s_on_mnist_images(shared_data, study_config):
     the RFE's step tolerances."""
     table = read_table(get_dataset("mnist"), "given", shared_data / "mnist")
     x, y = (torch.as_tensor(values[:64], dtype=torch.float64) for values in (table.x, table.y))
-    settings = run_settings(study_config, "mnist", method="gpnet", M=8, batch_size=16, dtype="mixed", hidden_units=8,
-                            network_options={"filters": [4, 4, 8, 8, 8, 8], "dense_units": 16})
+    settings = run_settings(
+        study_config,
+        "mnist",
+        method="gpnet",
+        M=8,
+        batch_size=16,
+        dtype="mixed",
+        hidden_units=8,
+        network_options={"filters": [4, 4, 8, 8, 8, 8], "dense_units": 16},
+    )
     model = network_method(settings, x, y, torch.Generator().manual_seed(0))
     assert model.network.feature_dtype == torch.float32 and isinstance(model.network, NTK)
     for batch in range(2):
@@ -155,8 +203,9 @@ def test_mixed_fbnn_gradient_is_float64_s_to_float32_rounding(shared_data, setti
     gradients = []
     for dtype in ("float64", "mixed"):
         settings = settings_for("fbnn", M, dtype=dtype, **SMALL)
-        problem = Problem(x, y, initial_kernel(settings, x.shape[-1]), initial_likelihood(settings),
-                          torch.Generator().manual_seed(0))
+        problem = Problem(
+            x, y, initial_kernel(settings, x.shape[-1]), initial_likelihood(settings), torch.Generator().manual_seed(0)
+        )
         model = build_method("fbnn", problem, method_config(settings, x.shape[-2]))
         model.loss(x[:50], y[:50], 1, torch.Generator().manual_seed(3)).backward()
         gradients.append(torch.cat([parameter.grad.flatten() for parameter in model.network.parameters()]))
@@ -164,18 +213,22 @@ def test_mixed_fbnn_gradient_is_float64_s_to_float32_rounding(shared_data, setti
     assert (mixed - exact).norm() <= 1e-5 * exact.norm()
 
 
-@pytest.mark.parametrize("method", [name for name, method in METHODS.items() if issubclass(method, InferenceNetworkMethod)])
+@pytest.mark.parametrize(
+    "method", [name for name, method in METHODS.items() if issubclass(method, InferenceNetworkMethod)]
+)
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_mixed_precision_gives_float64_metrics(shared_data, settings_for, method, dataset):
     rows = uci_rows(shared_data, dataset)
-    exact, mixed = (train_and_evaluate(settings_for(method, M, dtype=dtype, **SMALL), rows)
-                    for dtype in ("float64", "mixed"))
+    exact, mixed = (
+        train_and_evaluate(settings_for(method, M, dtype=dtype, **SMALL), rows) for dtype in ("float64", "mixed")
+    )
     for name, value in exact.items():
         assert abs(mixed[name] - value) <= TOLERANCE * abs(value), (name, value, mixed[name])
 
 
-def step_errors(model: InferenceNetworkMethod, x: torch.Tensor, y: torch.Tensor, batch_size: int,
-                batch: int) -> dict[str, float]:
+def step_errors(
+    model: InferenceNetworkMethod, x: torch.Tensor, y: torch.Tensor, batch_size: int, batch: int
+) -> dict[str, float]:
     """Relative errors of mixed against float64 (the same parameters, batch and draws): the loss, the
     network's KL[q(f_Z) || p(f_Z)] (the largest of several latents') and the gradient (norm) of every parameter,
     on minibatch ``batch``."""
@@ -193,9 +246,11 @@ def step_errors(model: InferenceNetworkMethod, x: torch.Tensor, y: torch.Tensor,
             kl = function_space_kl(mean, cov, torch.zeros_like(mean), model.prior_covariance(inputs), 1)
         results[dtype] = loss.detach(), kl, gradient
     (loss, kl, gradient), (mixed_loss, mixed_kl, mixed_gradient) = results.values()
-    return {"loss": ((mixed_loss - loss).abs() / loss.abs()).item(),
-            "kl": ((mixed_kl - kl).abs() / kl.abs()).max().item(),
-            "gradient": ((mixed_gradient - gradient).norm() / gradient.norm()).item()}
+    return {
+        "loss": ((mixed_loss - loss).abs() / loss.abs()).item(),
+        "kl": ((mixed_kl - kl).abs() / kl.abs()).max().item(),
+        "gradient": ((mixed_gradient - gradient).norm() / gradient.norm()).item(),
+    }
 
 
 def assert_within_tolerance(errors: dict[str, float], where: str) -> None:
@@ -234,8 +289,13 @@ def test_mixed_precision_gives_float64_metrics_on_snelson(shared_data, study_con
     split = snelson_split(study_config, shared_data)
     rows = (*(torch.as_tensor(a) for a in (split.x_train, split.y_train, split.x_test, split.y_test)), split.y_std)
     M = max(study_config["experiments"]["snelson"]["methods"]["gpnet"])
-    exact, mixed = (train_and_evaluate(run_settings(study_config, "snelson", method="gpnet", M=M, dtype=dtype,
-                                                    iterations=SNELSON_STEPS), rows, split)
-                    for dtype in ("float64", "mixed"))
+    exact, mixed = (
+        train_and_evaluate(
+            run_settings(study_config, "snelson", method="gpnet", M=M, dtype=dtype, iterations=SNELSON_STEPS),
+            rows,
+            split,
+        )
+        for dtype in ("float64", "mixed")
+    )
     for name, value in exact.items():
         assert abs(mixed[name] - value) <= SNELSON_TOLERANCE * abs(value), (name, value, mixed[name])

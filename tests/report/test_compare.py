@@ -12,28 +12,72 @@ from gpstudy.report.compare import Tolerance, compare
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_CPU = REPO / "docs/reference/paper-cpu"
-RUN = {"error_rate": float("nan"), "iterations": 100, "seconds": 1.0, "device": "cpu", "dtype": "float64",
-       "cpu_capability": "AVX2", "torch_version": "2.13.0+cpu", "status": "ok"}
+RUN = {
+    "error_rate": float("nan"),
+    "iterations": 100,
+    "seconds": 1.0,
+    "device": "cpu",
+    "dtype": "float64",
+    "cpu_capability": "AVX2",
+    "torch_version": "2.13.0+cpu",
+    "status": "ok",
+}
 
 
 def runs() -> pd.DataFrame:
     """A Snelson run (one split: no standard error) and three Boston splits whose RMSE spread is small."""
-    rows = [{"experiment": "snelson", "dataset": "snelson", "method": "gpnet", "M": 2, "split": 0, "rmse": 0.384,
-             "test_ll": -0.474},
-            *({"experiment": "uci", "dataset": "boston", "method": "svgp", "M": 100, "split": split,
-               "rmse": 2.5 + 0.001 * split, "test_ll": -2.4 + 0.1 * split} for split in range(3))]
+    rows = [
+        {
+            "experiment": "snelson",
+            "dataset": "snelson",
+            "method": "gpnet",
+            "M": 2,
+            "split": 0,
+            "rmse": 0.384,
+            "test_ll": -0.474,
+        },
+        *(
+            {
+                "experiment": "uci",
+                "dataset": "boston",
+                "method": "svgp",
+                "M": 100,
+                "split": split,
+                "rmse": 2.5 + 0.001 * split,
+                "test_ll": -2.4 + 0.1 * split,
+            }
+            for split in range(3)
+        ),
+    ]
     return pd.DataFrame([{**RUN, **row} for row in rows])
 
 
 def claims(verdict: str = "✓") -> pd.DataFrame:
     """One claim of one check, and one not run."""
-    return pd.DataFrame([
-        {"claim": "snelson_gpnet_fits_better_small_M", "experiment": "snelson", "dataset": "snelson",
-         "subject": "GPNet 2 vs SVGP 2", "measure": "paired difference", "value": -1.3, "verdict": verdict,
-         "claim_verdict": verdict},
-        {"claim": "uci_gpnet_no_worse_than_svgp", "experiment": "uci", "dataset": "boston",
-         "subject": "GPNet 100 vs SVGP 100", "measure": "paired difference", "value": float("nan"),
-         "verdict": "not run", "claim_verdict": "not run"}])
+    return pd.DataFrame(
+        [
+            {
+                "claim": "snelson_gpnet_fits_better_small_M",
+                "experiment": "snelson",
+                "dataset": "snelson",
+                "subject": "GPNet 2 vs SVGP 2",
+                "measure": "paired difference",
+                "value": -1.3,
+                "verdict": verdict,
+                "claim_verdict": verdict,
+            },
+            {
+                "claim": "uci_gpnet_no_worse_than_svgp",
+                "experiment": "uci",
+                "dataset": "boston",
+                "subject": "GPNet 100 vs SVGP 100",
+                "measure": "paired difference",
+                "value": float("nan"),
+                "verdict": "not run",
+                "claim_verdict": "not run",
+            },
+        ]
+    )
 
 
 def folder(path: Path, runs: pd.DataFrame, claims: pd.DataFrame | None) -> Path:
@@ -75,8 +119,10 @@ def test_a_moved_cell_is_named_and_fails(tmp_path, reference, capsys):
     assert run_compare(results, reference) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "differs: 3 of 4 cells within tolerance, 1 of 1 claims the same"
-    assert ("  snelson snelson gpnet M=2 rmse: 0.365184 against 0.384 (-4.9%); its runs differ in cpu_capability "
-            "AVX512 against AVX2\n") in out
+    assert (
+        "  snelson snelson gpnet M=2 rmse: 0.365184 against 0.384 (-4.9%); its runs differ in cpu_capability "
+        "AVX512 against AVX2\n"
+    ) in out
     assert "Runs ok on both sides whose metrics are equal bit for bit: 3 of 4." in out
     cell = compare(results, reference).cells.set_index(["method", "metric"]).loc[("gpnet", "rmse")]
     assert math.isclose(cell["relative"], -0.049) and math.isnan(cell["se_units"]) and not cell["within"]
@@ -89,7 +135,12 @@ def test_cpu_capabilities_side_by_side_and_not_recorded(tmp_path, capsys):
     assert run_compare(folder(tmp_path / "results", newer, claims()), reference) == 0  # numbers equal: reproduced
     lines = capsys.readouterr().out.splitlines()
     assert lines[lines.index(next(line for line in lines if line.startswith("  cpu_capability")))].split() == [
-        "cpu_capability", "AVX512", "not", "recorded", "differs"]
+        "cpu_capability",
+        "AVX512",
+        "not",
+        "recorded",
+        "differs",
+    ]
     assert next(line for line in lines if line.startswith("  device ")).split() == ["device", "cpu", "cpu"]
 
 
@@ -124,7 +175,8 @@ def test_claims_csv_on_one_side_only_fails(tmp_path, reference, capsys):
     results = folder(tmp_path / "results", runs(), None)
     assert run_compare(results, reference) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        f"differs: 4 of 4 cells within tolerance, claims.csv only in {reference}, not in {results}")
+        f"differs: 4 of 4 cells within tolerance, claims.csv only in {reference}, not in {results}"
+    )
 
 
 def test_a_run_missing_on_one_side_is_named(tmp_path, reference, capsys):
@@ -132,8 +184,9 @@ def test_a_run_missing_on_one_side_is_named(tmp_path, reference, capsys):
     assert run_compare(results, reference) == 1
     out = capsys.readouterr().out
     assert "Runs of the reference not in the results:\n  uci boston svgp M=100: split 2\n" in out
-    assert out.splitlines()[-1] == ("differs: 4 of 4 cells within tolerance, 1 of 1 claims the same, 1 runs of the "
-                                    "reference not in the results")
+    assert out.splitlines()[-1] == (
+        "differs: 4 of 4 cells within tolerance, 1 of 1 claims the same, 1 runs of the reference not in the results"
+    )
     assert run_compare(results, reference, "--partial") == 0  # a regeneration of part of the reference
     assert capsys.readouterr().out.splitlines()[-1].startswith("reproduced: 4 of 4 cells")
     assert run_compare(reference, results, "--partial") == 1  # a run the reference lacks is always a difference

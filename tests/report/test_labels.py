@@ -8,8 +8,14 @@ from gpstudy.report.labels import dataset_label, display_names, method_label
 from gpstudy.report.tables import in_order
 from gpstudy.study import variant_labels
 
-SHOWN = {"svgp": "SVGP", "gpnet": "GPNet", "fbnn": "FBNN", "exact": "Exact GP", "odvgp": "ODVGP",
-         "autogp": "AutoGP"}  # what the tables and figures print, in plot order: a change here changes them
+SHOWN = {
+    "svgp": "SVGP",
+    "gpnet": "GPNet",
+    "fbnn": "FBNN",
+    "exact": "Exact GP",
+    "odvgp": "ODVGP",
+    "autogp": "AutoGP",
+}  # what the tables and figures print, in plot order: a change here changes them
 
 
 def test_the_registered_methods_are_shown_by_these_names_in_this_order():
@@ -18,7 +24,7 @@ def test_the_registered_methods_are_shown_by_these_names_in_this_order():
 
 def test_the_configs_variants_follow_by_their_labels(study_config):
     names = display_names(variant_labels(study_config))
-    assert list(names)[len(SHOWN):] == list(study_config["variants"])  # every variant of the study has a label
+    assert list(names)[len(SHOWN) :] == list(study_config["variants"])  # every variant of the study has a label
     assert names["orthnat"] == "ORTHNAT" and method_label("orthnat", 300, names) == "ORTHNAT 300"
     assert display_names({"svgp": "Sparse GP"})["svgp"] == "Sparse GP"  # a variant's label is what it says
 
@@ -31,7 +37,12 @@ def test_a_method_registered_later_is_shown_by_its_display_name_after_the_others
         names = display_names({"orth": "ORTH"})
         assert list(names)[-2:] == ["svgp_fixed", "orth"] and method_label("svgp_fixed", 20, names) == "SVGP fixed Z 20"
         assert in_order(["orth", "svgp_fixed", "zzz", "exact", "svgp"], names) == [  # Figure 4's rows
-            "svgp", "exact", "svgp_fixed", "orth", "zzz"]
+            "svgp",
+            "exact",
+            "svgp_fixed",
+            "orth",
+            "zzz",
+        ]
     assert "svgp_fixed" not in display_names()
 
 

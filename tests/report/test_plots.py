@@ -25,8 +25,12 @@ def _assert_pdf(path) -> None:
 
 def _runs(datasets: list[str]) -> pd.DataFrame:
     rng = np.random.default_rng(0)
-    rows = [("uci", dataset, method, m, split, *rng.normal([3.0, -2.5], 0.2), "ok")
-            for dataset in datasets for method, m in (("svgp", 100), ("gpnet", 500)) for split in range(4)]
+    rows = [
+        ("uci", dataset, method, m, split, *rng.normal([3.0, -2.5], 0.2), "ok")
+        for dataset in datasets
+        for method, m in (("svgp", 100), ("gpnet", 500))
+        for split in range(4)
+    ]
     rows.append(("uci", datasets[0], "fbnn", 500, 0, np.nan, np.nan, "failed: out of memory"))
     rows.append(("uci", "power", "svgp", 100, 0, np.nan, np.nan, "failed: diverged"))  # a panel with no violin
     rows.append(("snelson", "snelson", "svgp", 2, 0, 0.3, -0.5, "ok"))
@@ -43,18 +47,36 @@ def test_uci_violins(tmp_path, datasets):
 
 def test_violins_of_a_classification_draw_its_error_rate_and_log_likelihood(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
-    runs = pd.DataFrame([("classification", dataset, "gpnet", 64, split, np.nan, rng.uniform(0.01, 0.05),
-                          rng.normal(-0.1, 0.01), "ok") for dataset in ("mnist", "cifar10") for split in range(3)],
-                        columns=["experiment", "dataset", "method", "M", "split", "rmse", "error_rate", "test_ll",
-                                 "status"])
+    runs = pd.DataFrame(
+        [
+            (
+                "classification",
+                dataset,
+                "gpnet",
+                64,
+                split,
+                np.nan,
+                rng.uniform(0.01, 0.05),
+                rng.normal(-0.1, 0.01),
+                "ok",
+            )
+            for dataset in ("mnist", "cifar10")
+            for split in range(3)
+        ],
+        columns=["experiment", "dataset", "method", "M", "split", "rmse", "error_rate", "test_ll", "status"],
+    )
     drawn = []
     violinplot = sns.violinplot
-    monkeypatch.setattr(sns, "violinplot", lambda data, y, **kwargs: drawn.append((y, data[y].notna().sum()))
-                        or violinplot(data=data, y=y, **kwargs))
+    monkeypatch.setattr(
+        sns,
+        "violinplot",
+        lambda data, y, **kwargs: drawn.append((y, data[y].notna().sum())) or violinplot(data=data, y=y, **kwargs),
+    )
     titles = []
     suptitle = Figure.suptitle
-    monkeypatch.setattr(Figure, "suptitle", lambda figure, text, **kwargs: titles.append(text)
-                        or suptitle(figure, text, **kwargs))
+    monkeypatch.setattr(
+        Figure, "suptitle", lambda figure, text, **kwargs: titles.append(text) or suptitle(figure, text, **kwargs)
+    )
     violins(runs, "classification", tmp_path / "v.png", tmp_path / "v.pdf")
     assert drawn == [("error_rate", 3), ("error_rate", 3), ("test_ll", 3), ("test_ll", 3)]  # rows: metrics
     assert titles == ["Violins over splits"]  # no PBP, which has no classification numbers
@@ -63,9 +85,13 @@ def test_violins_of_a_classification_draw_its_error_rate_and_log_likelihood(tmp_
 
 def test_snelson_figure_with_some_methods_and_sizes(tmp_path):
     x = np.linspace(-1.0, 7.0, 50)
-    predictions = pd.concat([
-        pd.DataFrame({"method": method, "M": m, "x": x, "mean": np.sin(x), "var_f": 0.05, "var_y": 0.1})
-        for method in ("fbnn", "gpnet") for m in (20, 5)])
+    predictions = pd.concat(
+        [
+            pd.DataFrame({"method": method, "M": m, "x": x, "mean": np.sin(x), "var_f": 0.05, "var_y": 0.1})
+            for method in ("fbnn", "gpnet")
+            for m in (20, 5)
+        ]
+    )
     reference = pd.DataFrame({"x": x, "mean": np.sin(x), "var_f": 0.01, "var_y": 0.06})
     x_train = np.linspace(0.0, 6.0, 20)
     posteriors(predictions, reference, x_train, np.sin(x_train), tmp_path / "fig4.png", tmp_path / "fig4.pdf")
@@ -76,12 +102,27 @@ def test_snelson_figure_with_some_methods_and_sizes(tmp_path):
 @pytest.mark.parametrize("axis", ["iteration", "seconds"])
 def test_learning_curves_with_a_single_split_run(tmp_path, axis, monkeypatch):
     iterations = np.array([1, 10, 100, 1000, 10000])
-    curves = pd.concat([
-        pd.DataFrame({"experiment": "uci", "dataset": dataset, "method": method, "M": 100, "split": split,
-                      "iteration": iterations, "objective": 0.0, "seconds": 0.01 * iterations * (1 + split),
-                      "rmse": 3.0 + 1.0 / iterations + 0.1 * split, "test_ll": -2.5})
-        for dataset in ("boston", "concrete") for method, splits in (("svgp", 3), ("gpnet", 1))
-        for split in range(splits)])
+    curves = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "experiment": "uci",
+                    "dataset": dataset,
+                    "method": method,
+                    "M": 100,
+                    "split": split,
+                    "iteration": iterations,
+                    "objective": 0.0,
+                    "seconds": 0.01 * iterations * (1 + split),
+                    "rmse": 3.0 + 1.0 / iterations + 0.1 * split,
+                    "test_ll": -2.5,
+                }
+            )
+            for dataset in ("boston", "concrete")
+            for method, splits in (("svgp", 3), ("gpnet", 1))
+            for split in range(splits)
+        ]
+    )
     drawn = []
     monkeypatch.setattr(Axes, "plot", lambda self, x, y, **kwargs: drawn.append(np.asarray(x)))
     learning_curves(curves, tmp_path / "curves.png", "uci", axis)

@@ -11,9 +11,22 @@ from gpstudy.report.results import RUN_COLUMNS, collect_runs, read_runs
 
 
 def metrics(split: int, rmse: float, **changes) -> dict:
-    return {"experiment": "uci", "dataset": "boston", "method": "svgp", "M": 500, "split": split,
-            "M_effective": 455, "rmse": rmse, "test_ll": -2.5, "iterations": 200, "seconds": 1.0,
-            "device": "cpu", "seed": split, "status": "ok", **changes}
+    return {
+        "experiment": "uci",
+        "dataset": "boston",
+        "method": "svgp",
+        "M": 500,
+        "split": split,
+        "M_effective": 455,
+        "rmse": rmse,
+        "test_ll": -2.5,
+        "iterations": 200,
+        "seconds": 1.0,
+        "device": "cpu",
+        "seed": split,
+        "status": "ok",
+        **changes,
+    }
 
 
 @pytest.fixture
@@ -39,8 +52,13 @@ def test_a_run_table_reads_back_as_written(runs_csv):
 def test_sizes_stay_integers_beside_a_failed_run(tmp_path):
     """A failed run has no M_effective, N or D; the other runs' are still written as integers (455, not 455.0)."""
     files = [tmp_path / name / "metrics.json" for name in ("ok", "failed")]
-    for path, run in zip(files, [metrics(0, 3.0, n_train=455, n_test=51, D=13),
-                                 {**metrics(1, float("nan"), status="failed: diverged"), "M_effective": None}]):
+    for path, run in zip(
+        files,
+        [
+            metrics(0, 3.0, n_train=455, n_test=51, D=13),
+            {**metrics(1, float("nan"), status="failed: diverged"), "M_effective": None},
+        ],
+    ):
         path.parent.mkdir()
         path.write_text(json.dumps(run))
     path = tmp_path / "runs.csv"
@@ -62,13 +80,17 @@ def test_the_dtype_a_run_trained_in_is_a_column(runs_csv):
     assert read_runs(runs_csv)["dtype"].isna().all()
 
 
-@pytest.mark.parametrize("cut", [
-    lambda text: "",  # empty
-    lambda text: text[:30],  # within the header
-    lambda text: text.split("\n")[0] + "\n",  # the header alone
-    lambda text: text[:text.rindex("\n", 0, -1) + 20],  # within the last run's labels
-    lambda text: text[:-3],  # within the last run's status
-], ids=["empty", "header", "header_only", "labels", "status"])
+@pytest.mark.parametrize(
+    "cut",
+    [
+        lambda text: "",  # empty
+        lambda text: text[:30],  # within the header
+        lambda text: text.split("\n")[0] + "\n",  # the header alone
+        lambda text: text[: text.rindex("\n", 0, -1) + 20],  # within the last run's labels
+        lambda text: text[:-3],  # within the last run's status
+    ],
+    ids=["empty", "header", "header_only", "labels", "status"],
+)
 def test_a_truncated_runs_csv_is_an_error_naming_it(runs_csv, cut):
     runs_csv.write_text(cut(runs_csv.read_text()))
     with pytest.raises(ValueError, match=f"{runs_csv}: .*rerun snakemake"):
@@ -78,8 +100,11 @@ def test_a_truncated_runs_csv_is_an_error_naming_it(runs_csv, cut):
 def test_a_duplicated_run_is_refused_not_averaged(runs_csv):
     lines = runs_csv.read_text().splitlines()
     runs_csv.write_text("\n".join([*lines, lines[2]]) + "\n")  # split 1 again: line 5
-    with pytest.raises(ValueError, match=rf"{runs_csv}: 1 run\(s\) .*uci boston svgp M=500 split 1: lines 3, 5; "
-                                         "delete it and rerun snakemake"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{runs_csv}: 1 run\(s\) .*uci boston svgp M=500 split 1: lines 3, 5; "
+        "delete it and rerun snakemake",
+    ):
         read_runs(runs_csv)
 
 

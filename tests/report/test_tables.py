@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from gpstudy.report.tables import experiment_table, mean_and_se, write_table
 from gpstudy.runtime.environment import RECORDED
 from gpstudy.study import variant_labels
-from gpstudy.report.tables import experiment_table, mean_and_se, write_table
 
 PAPER_ITERATIONS, PAPER_SPLITS = 10000, 20  # Tables 3-4's protocol (appendix B.2)
 
@@ -35,8 +35,11 @@ def runs() -> pd.DataFrame:
 
 def uci_runs(iterations: int, splits: int, sizes: dict[str, tuple[int, int, int]]) -> pd.DataFrame:
     """SVGP 100 runs of data sets ``sizes`` (n_train, n_test, D) over ``splits`` splits of ``iterations``."""
-    rows = [("uci", dataset, "svgp", 100, split, n_train, n_test, d, 3.0 + split, -2.5, iterations, "ok")
-            for dataset, (n_train, n_test, d) in sizes.items() for split in range(splits)]
+    rows = [
+        ("uci", dataset, "svgp", 100, split, n_train, n_test, d, 3.0 + split, -2.5, iterations, "ok")
+        for dataset, (n_train, n_test, d) in sizes.items()
+        for split in range(splits)
+    ]
     columns = [*COLUMNS[:5], "n_train", "n_test", "D", "rmse", "test_ll", "iterations", "status"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -83,8 +86,9 @@ def test_what_a_run_was_made_with_never_splits_a_cell(runs):
     """runs.csv's RECORDED columns (versions, commit, device name) differ from split to split (a study run over
     a library upgrade, a commit made between jobs, an older run without them): the cells are those of the runs
     without them."""
-    varied = runs.assign(**{column: [f"{column} {row % 3}" if row % 4 else None for row in range(len(runs))]
-                            for column in RECORDED})
+    varied = runs.assign(
+        **{column: [f"{column} {row % 3}" if row % 4 else None for row in range(len(runs))] for column in RECORDED}
+    )
     pd.testing.assert_frame_equal(experiment_table(varied, "uci", "rmse"), experiment_table(runs, "uci", "rmse"))
 
 
@@ -99,16 +103,22 @@ def test_write_table_csv_md_tex(runs, tmp_path):
     rows = [line for line in markdown.splitlines() if line.startswith("| ")]
     assert rows[0] == "| Data set | N | D | SVGP 100 | GPNet 100 | SVGP 50 |"
     assert [row.split(" | ")[:3] for row in rows[2:]] == [
-        ["| Boston", "— (506)", "— (12)"], ["| Concrete", "— (1030)", "— (8)"],
-        ["| wine_white", "", ""]]  # runs without sizes: the paper's alone
+        ["| Boston", "— (506)", "— (12)"],
+        ["| Concrete", "— (1030)", "— (8)"],
+        ["| wine_white", "", ""],
+    ]  # runs without sizes: the paper's alone
     # 4 splits, not the paper's 20: the marks in parentheses
     assert "| 2.000 ± 0.471 (2.897 ± 0.132) (✓) | 11.000 ± 0.471 (2.786 ± 0.142) (✗) | — |" in rows[2]
     assert "| 5.768 ± n/a (5.768 ± 0.094) |" in rows[3]
     assert "Failed runs left out (1): Boston SVGP 100: 1." in markdown
-    assert "over 1-3 splits (std with ddof 0 over sqrt(n)" in markdown and "✓ / ✗: within / beyond 2 combined" in markdown
+    assert (
+        "over 1-3 splits (std with ddof 0 over sqrt(n)" in markdown and "✓ / ✗: within / beyond 2 combined" in markdown
+    )
 
     tex = (tmp_path / "table3.tex").read_text(encoding="utf-8")
-    assert r"2.000 $\pm$ 0.471 (2.897 $\pm$ 0.132) (\checkmark) & 11.000 $\pm$ 0.471 (2.786 $\pm$ 0.142) ($\times$)" in tex
+    assert (
+        r"2.000 $\pm$ 0.471 (2.897 $\pm$ 0.132) (\checkmark) & 11.000 $\pm$ 0.471 (2.786 $\pm$ 0.142) ($\times$)" in tex
+    )
     assert r"wine\_white &  &  & " in tex
     assert r"\begin{tabular}{lrrlll}" in tex
     assert [line for line in tex.splitlines() if line.endswith(r"\\")][0].startswith("Data set & N & D")
@@ -121,37 +131,57 @@ def test_write_table_html_page_has_the_markdown_cells_and_caption(runs, tmp_path
     write_table(experiment_table(runs, "uci", "rmse"), tmp_path / "table3", {"svgp": "SVGP <Hensman>"})
     caption, rows = html_table(tmp_path / "table3.html")
     assert rows[0] == ["Data set", "N", "D", "SVGP <Hensman> 100", "GPNet 100", "SVGP <Hensman> 50"]
-    assert rows[1] == ["Boston", "— (506)", "— (12)", "2.000 ± 0.471\n(2.897 ± 0.132) (✓)",
-                       "11.000 ± 0.471\n(2.786 ± 0.142) (✗)", "—"]
+    assert rows[1] == [
+        "Boston",
+        "— (506)",
+        "— (12)",
+        "2.000 ± 0.471\n(2.897 ± 0.132) (✓)",
+        "11.000 ± 0.471\n(2.786 ± 0.142) (✗)",
+        "—",
+    ]
     assert rows[2][3] == "5.768 ± n/a\n(5.768 ± 0.094)" and rows[3][:3] == ["wine_white", "", ""]
     markdown = (tmp_path / "table3.md").read_text(encoding="utf-8")
     assert [f"| {' | '.join(cell.replace(chr(10), ' ') for cell in row)} |" for row in rows] == [
-        line for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
+        line for line in markdown.splitlines() if line.startswith("| ") and "---" not in line
+    ]
     assert caption == markdown.split("\n\n")[0]
     assert "Failed runs left out (1): Boston SVGP <Hensman> 100: 1." in caption
 
 
 def test_airline_columns_follow_table_1_with_its_values_beside():
     cells = [("fbnn", 500), ("svgp", 100), ("fbnn", 100), ("gpnet", 500), ("svgp", 500), ("gpnet", 100)]
-    runs = pd.DataFrame([("airline", "airline", method, m, 0, 24.0, -4.6, "ok") for method, m in cells],
-                        columns=COLUMNS).assign(iterations=PAPER_ITERATIONS)
+    runs = pd.DataFrame(
+        [("airline", "airline", method, m, 0, 24.0, -4.6, "ok") for method, m in cells], columns=COLUMNS
+    ).assign(iterations=PAPER_ITERATIONS)
     table = experiment_table(runs, "airline", "rmse")
-    assert list(zip(table["method"], table["M"])) == [(method, m) for m in (100, 500) for method in ("svgp", "gpnet", "fbnn")]
+    assert list(zip(table["method"], table["M"])) == [
+        (method, m) for m in (100, 500) for method in ("svgp", "gpnet", "fbnn")
+    ]
     assert list(table["paper_mean"]) == [24.261, 24.055, 23.801, 23.698, 23.675, 24.114]
     assert table["agrees"].isna().all()  # the paper prints no standard errors
     assert table["paper_settings"].all()  # one draw of 10K iterations, as Table 1's
 
 
-QUOTED = ["SVGP, RBF-ARD (Krauth et al., 2016)", "Conv GP (van der Wilk et al., 2017)", "NN-GP (Lee et al., 2018)",
-          "CNN-GP (Garriga-Alonso et al., 2019)", "ResNet-GP (Garriga-Alonso et al., 2019)",
-          "CNN-GP (Novak et al., 2019)"]  # Table 2's rows of other papers' methods, in the paper's order
+QUOTED = [
+    "SVGP, RBF-ARD (Krauth et al., 2016)",
+    "Conv GP (van der Wilk et al., 2017)",
+    "NN-GP (Lee et al., 2018)",
+    "CNN-GP (Garriga-Alonso et al., 2019)",
+    "ResNet-GP (Garriga-Alonso et al., 2019)",
+    "CNN-GP (Novak et al., 2019)",
+]  # Table 2's rows of other papers' methods, in the paper's order
 
 
 @pytest.fixture
 def classification_runs() -> pd.DataFrame:
-    rows = [("classification", dataset, method, m, 0, np.nan, -0.1, "ok", error)
-            for dataset, method, m, error in (("mnist", "gpnet", 64, 0.0123), ("mnist", "svgp", 1000, 0.03),
-                                              ("cifar10", "gpnet", 64, 0.3))]
+    rows = [
+        ("classification", dataset, method, m, 0, np.nan, -0.1, "ok", error)
+        for dataset, method, m, error in (
+            ("mnist", "gpnet", 64, 0.0123),
+            ("mnist", "svgp", 1000, 0.03),
+            ("cifar10", "gpnet", 64, 0.3),
+        )
+    ]
     return pd.DataFrame(rows, columns=[*COLUMNS, "error_rate"]).assign(iterations=PAPER_ITERATIONS)
 
 
@@ -188,12 +218,15 @@ def test_write_table_marks_quoted_columns_in_md_tex_csv(classification_runs, tmp
 
     markdown = (tmp_path / "t2.md").read_text(encoding="utf-8")
     rows = [line for line in markdown.splitlines() if line.startswith("| ")]
-    assert rows[0] == ("| Data set | N | D | SVGP 1000 | GPNet 64 | "
-                       + " | ".join(f"{name} (quoted)" for name in QUOTED) + " |")
+    assert rows[0] == (
+        "| Data set | N | D | SVGP 1000 | GPNet 64 | " + " | ".join(f"{name} (quoted)" for name in QUOTED) + " |"
+    )
     assert [row.split(" | ")[0] for row in rows[2:]] == ["| MNIST", "| CIFAR10"]  # Table 2's columns, left to right
     mnist = next(row for row in rows if row.startswith("| MNIST"))
-    assert mnist.endswith("| 0.0300 ± n/a (0.0240 ± n/a) | 0.0123 ± n/a (0.0112 ± n/a) | 0.0155 | 0.0122 | 0.0121 | "
-                          "0.0096 | 0.0084 | 0.0088 |")
+    assert mnist.endswith(
+        "| 0.0300 ± n/a (0.0240 ± n/a) | 0.0123 ± n/a (0.0112 ± n/a) | 0.0155 | 0.0122 | 0.0121 | "
+        "0.0096 | 0.0084 | 0.0088 |"
+    )
     cifar = next(row for row in rows if row.startswith("| CIFAR10"))
     assert cifar.endswith("| — | 0.3000 ± n/a (0.2463 ± n/a) | — | 0.3540 | 0.4434 | — | — | 0.3286 |")
     assert "Columns marked quoted: numbers of other papers' methods from the GPNet paper's Table 2" in markdown
@@ -207,19 +240,26 @@ def test_write_table_marks_quoted_columns_in_md_tex_csv(classification_runs, tmp
 
 def test_a_cell_whose_runs_used_fewer_points_than_m_is_marked(tmp_path):
     """Boston's 455 training points cap SVGP 500 at 455 inducing points; Concrete's 927 do not."""
-    rows = [("uci", dataset, "svgp", 500, split, used, 3.0 + split, -2.5, "ok")
-            for dataset, used in (("boston", 455), ("concrete", 500)) for split in range(2)]
+    rows = [
+        ("uci", dataset, "svgp", 500, split, used, 3.0 + split, -2.5, "ok")
+        for dataset, used in (("boston", 455), ("concrete", 500))
+        for split in range(2)
+    ]
     rows.append(("uci", "boston", "svgp", 100, 0, np.nan, 3.0, -2.5, "ok"))  # an older runs.csv's: as M
     runs = pd.DataFrame(rows, columns=[*COLUMNS[:5], "M_effective", *COLUMNS[5:]]).assign(iterations=PAPER_ITERATIONS)
     table = experiment_table(runs, "uci", "rmse")
-    assert (_cell(table, "boston", "svgp", 500)["M_effective"], _cell(table, "concrete", "svgp", 500)["M_effective"],
-            _cell(table, "boston", "svgp", 100)["M_effective"]) == (455, 500, 100)
+    assert (
+        _cell(table, "boston", "svgp", 500)["M_effective"],
+        _cell(table, "concrete", "svgp", 500)["M_effective"],
+        _cell(table, "boston", "svgp", 100)["M_effective"],
+    ) == (455, 500, 100)
     write_table(table, tmp_path / "t")
     csv = pd.read_csv(tmp_path / "t.csv")
     assert csv["M_effective"].fillna(0).tolist() == [100, 455, 0, 500]  # Concrete SVGP 100: not run
     markdown = (tmp_path / "t.md").read_text(encoding="utf-8")
-    boston, concrete = (next(row for row in markdown.splitlines() if row.startswith(f"| {name} "))
-                        for name in ("Boston", "Concrete"))
+    boston, concrete = (
+        next(row for row in markdown.splitlines() if row.startswith(f"| {name} ")) for name in ("Boston", "Concrete")
+    )
     assert "| 3.500 ± 0.354† (" in boston and "| 3.000 ± n/a (" in boston and "†" not in concrete
     assert "†: fewer points than M, as many as the training set holds (Boston SVGP 500: 455)." in markdown
     tex = (tmp_path / "t.tex").read_text(encoding="utf-8")
@@ -237,8 +277,10 @@ def test_short_runs_are_named_in_the_caption_and_their_marks_parenthesized(tmp_p
     assert not table["paper_settings"].any() and table["iterations"].tolist() == [200]
     write_table(table, tmp_path / "t")
     markdown = (tmp_path / "t.md").read_text(encoding="utf-8")
-    assert ("Not the paper's settings: 200 iterations and 2 splits, not the paper's 10000 and 20; their marks, in "
-            "parentheses, still compare") in markdown
+    assert (
+        "Not the paper's settings: 200 iterations and 2 splits, not the paper's 10000 and 20; their marks, in "
+        "parentheses, still compare"
+    ) in markdown
     assert "not from a failed reproduction" in markdown
     assert "| 3.500 ± 0.354 (2.897 ± 0.132) (✓) |" in markdown
     tex = (tmp_path / "t.tex").read_text(encoding="utf-8")
@@ -261,8 +303,9 @@ def test_a_failed_split_still_counts_as_run_and_only_off_cells_are_named(tmp_pat
     assert _cell(table, "boston", "svgp", 100)["paper_settings"]
     assert not _cell(table, "concrete", "svgp", 100)["paper_settings"]
     markdown = _markdown_of(runs, tmp_path)
-    assert ("Not the paper's settings (Concrete SVGP 100): 5000 iterations and 20 splits, not the paper's 10000 "
-            "and 20") in markdown
+    assert (
+        "Not the paper's settings (Concrete SVGP 100): 5000 iterations and 20 splits, not the paper's 10000 and 20"
+    ) in markdown
 
 
 def test_n_and_d_are_our_runs_with_the_papers_beside_where_they_differ(tmp_path):
@@ -274,8 +317,9 @@ def test_n_and_d_are_our_runs_with_the_papers_beside_where_they_differ(tmp_path)
     rows = [line.split(" | ")[:3] for line in _markdown_of(runs, tmp_path).splitlines() if line.startswith("| ")]
     assert rows[2:] == [["| Boston", "506", "13 (12)"], ["| Concrete", "1030", "8"], ["| yacht", "308", "6"]]
     dropped = uci_runs(200, 2, {"boston": (455, 51, 12)})  # drop_features: [12]
-    assert [line.split(" | ")[:3] for line in _markdown_of(dropped, tmp_path).splitlines()
-            if line.startswith("| Boston")] == [["| Boston", "506", "12"]]
+    assert [
+        line.split(" | ")[:3] for line in _markdown_of(dropped, tmp_path).splitlines() if line.startswith("| Boston")
+    ] == [["| Boston", "506", "12"]]
 
 
 def _classification_markdown(runs: pd.DataFrame, tmp_path) -> list[str]:
@@ -294,8 +338,11 @@ def test_classification_rows_follow_table_2_with_our_sizes_and_the_papers(classi
     assert (mnist["N"], mnist["D"], mnist["paper_N"], mnist["paper_D"]) == (2000, 784, 70000, 784)
     rows = [line.split(" | ")[:3] for line in _classification_markdown(sized, tmp_path) if line.startswith("| ")]
     assert rows[2:] == [["| MNIST", "2000 (70000)", "784"], ["| CIFAR10", "2000 (60000)", "3072"]]
-    older = [line.split(" | ")[:3] for line in _classification_markdown(classification_runs, tmp_path)
-             if line.startswith("| ")]  # a runs.csv without the sizes: the paper's alone
+    older = [
+        line.split(" | ")[:3]
+        for line in _classification_markdown(classification_runs, tmp_path)
+        if line.startswith("| ")
+    ]  # a runs.csv without the sizes: the paper's alone
     assert older[2:] == [["| MNIST", "— (70000)", "— (784)"], ["| CIFAR10", "— (60000)", "— (3072)"]]
 
 
@@ -333,8 +380,12 @@ def test_no_papers_numbers_beside_a_data_set_whose_files_are_not_the_registrys(r
 
 def test_own_data_are_the_data_sets_whose_files_are_not_the_registrys(study_config):
     from gpstudy.study import own_data
+
     own = {"source": {"file": "mine.csv", "sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression"}
-    config = {**study_config, "datasets": ["boston", "mine", "airline"],
-              "dataset_options": {**study_config["dataset_options"], "mine": own},
-              "experiments": {"uci": {"datasets": ["boston", "mine", "airline"], "methods": {"svgp": [5]}}}}
+    config = {
+        **study_config,
+        "datasets": ["boston", "mine", "airline"],
+        "dataset_options": {**study_config["dataset_options"], "mine": own},
+        "experiments": {"uci": {"datasets": ["boston", "mine", "airline"], "methods": {"svgp": [5]}}},
+    }
     assert own_data(config, "uci") == ["mine"]  # airline: registry files without a trusted hash

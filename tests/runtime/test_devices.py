@@ -18,8 +18,14 @@ import pytest
 import torch
 
 from gpstudy.runtime import devices
-from gpstudy.runtime.devices import (Gpu, gpu_slot, nvidia_smi_gpus, parse_nvidia_smi_list, resolve_device,
-                                     visible_devices)
+from gpstudy.runtime.devices import (
+    Gpu,
+    gpu_slot,
+    nvidia_smi_gpus,
+    parse_nvidia_smi_list,
+    resolve_device,
+    visible_devices,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CUDA = torch.device("cuda")
@@ -74,8 +80,9 @@ class Run:
         """Take a slot (in a copy of the run's environment, waiting if need be) until ``stack`` closes;
         the UUID the job is told to use."""
         environ = dict(self.environ)
-        device = stack.enter_context(gpu_slot(CUDA, self.lock_dir, gpus=self.gpus, environ=environ,
-                                              poll_seconds=0.02, **self.kwargs))
+        device = stack.enter_context(
+            gpu_slot(CUDA, self.lock_dir, gpus=self.gpus, environ=environ, poll_seconds=0.02, **self.kwargs)
+        )
         assert device == torch.device("cuda:0")
         return environ["CUDA_VISIBLE_DEVICES"]
 
@@ -117,8 +124,9 @@ def test_parse_nvidia_smi_list_with_and_without_mig():
     assert old[0].devices == tuple(f"MIG-GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77/{g}/0" for g in (1, 2))
 
 
-@pytest.mark.parametrize("text", ["Failed to initialize NVML: Driver/library version mismatch\n",
-                                  THREE_GPUS.replace("GPU 2:", "GPU 3:")])
+@pytest.mark.parametrize(
+    "text", ["Failed to initialize NVML: Driver/library version mismatch\n", THREE_GPUS.replace("GPU 2:", "GPU 3:")]
+)
 def test_parse_refuses_what_it_does_not_know(text):
     with pytest.raises(ValueError, match="nvidia-smi -L"):
         parse_nvidia_smi_list(text)
@@ -128,34 +136,58 @@ def test_nvidia_smi_gpus_missing_failing_and_empty(monkeypatch):
     for result, expected in [(None, []), ((6, "No devices were found"), []), ((0, THREE_GPUS), GPUS)]:
         monkeypatch.setattr(devices, "_run_nvidia_smi", lambda: result)
         assert nvidia_smi_gpus() == expected
-    monkeypatch.setattr(devices, "_run_nvidia_smi", lambda: (9, "NVIDIA-SMI has failed because it couldn't "
-                                                                "communicate with the NVIDIA driver."))
+    monkeypatch.setattr(
+        devices,
+        "_run_nvidia_smi",
+        lambda: (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."),
+    )
     with pytest.raises(RuntimeError, match="exit 9.*couldn't communicate"):
         nvidia_smi_gpus()
 
 
-@pytest.mark.parametrize("visible, expected", [
-    (None, [A, B, C]), ("", []), ("-1", []), ("0,1", [A, B]), ("2, 0", [C, A]), ("1,-1,2", [B]),
-    (f"{C},{A}", [C, A]), ("GPU-b83e", [B]),
-])
+@pytest.mark.parametrize(
+    "visible, expected",
+    [
+        (None, [A, B, C]),
+        ("", []),
+        ("-1", []),
+        ("0,1", [A, B]),
+        ("2, 0", [C, A]),
+        ("1,-1,2", [B]),
+        (f"{C},{A}", [C, A]),
+        ("GPU-b83e", [B]),
+    ],
+)
 def test_visible_devices_by_index_uuid_and_prefix(visible, expected):
     environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
     assert visible_devices(GPUS, environ) == expected
 
 
-@pytest.mark.parametrize("visible, expected", [
-    (None, [MIG1, MIG2, WHOLE]), ("0", [MIG1, MIG2]), (MIGS[0].uuid, [MIG1, MIG2]), ("MIG-e4b8", [MIG2]),
-    (f"{WHOLE},{MIG1}", [WHOLE, MIG1]),
-])
+@pytest.mark.parametrize(
+    "visible, expected",
+    [
+        (None, [MIG1, MIG2, WHOLE]),
+        ("0", [MIG1, MIG2]),
+        (MIGS[0].uuid, [MIG1, MIG2]),
+        ("MIG-e4b8", [MIG2]),
+        (f"{WHOLE},{MIG1}", [WHOLE, MIG1]),
+    ],
+)
 def test_mig_instances_are_devices_of_their_own(visible, expected):
     environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
     assert visible_devices(MIGS, environ) == expected
 
 
-@pytest.mark.parametrize("visible, message", [
-    ("3", "index 3, but nvidia-smi -L lists 3 GPUs"), ("GPU-0000", "start of 0 UUIDs"),
-    ("GPU-", "start of 3 UUIDs"), ("0,GPU-6f2c", r"\['GPU-6f2c.*'\] twice"), ("NoDevFiles", "neither"),
-])
+@pytest.mark.parametrize(
+    "visible, message",
+    [
+        ("3", "index 3, but nvidia-smi -L lists 3 GPUs"),
+        ("GPU-0000", "start of 0 UUIDs"),
+        ("GPU-", "start of 3 UUIDs"),
+        ("0,GPU-6f2c", r"\['GPU-6f2c.*'\] twice"),
+        ("NoDevFiles", "neither"),
+    ],
+)
 def test_bad_visible_devices_are_errors_naming_the_variable(visible, message):
     with pytest.raises(ValueError, match=f"CUDA_VISIBLE_DEVICES='{visible}'.*{message}"):
         visible_devices(GPUS, {"CUDA_VISIBLE_DEVICES": visible})

@@ -16,18 +16,22 @@ import gpstudy
 import gpstudy.runtime.environment as provenance
 import gpstudy.training.run as run_module
 from gpstudy.data import Split
-from gpstudy.linalg import CholeskyError
 from gpstudy.io import read_json
-from gpstudy.runtime.environment import RECORDED, checkout_state, cpu_model
+from gpstudy.linalg import CholeskyError
 from gpstudy.report.results import collect_runs, read_runs
+from gpstudy.runtime.environment import RECORDED, checkout_state, cpu_model
 from gpstudy.training.run import run_splits
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def git(folder: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def package_repository(folder: Path) -> Path:
@@ -41,8 +45,16 @@ def package_repository(folder: Path) -> Path:
 
 def split() -> Split:
     rng = np.random.default_rng(0)
-    return Split(x_train=rng.normal(size=(8, 2)), y_train=rng.normal(size=8), x_test=rng.normal(size=(4, 2)),
-                 y_test=rng.normal(size=4), x_mean=np.zeros(2), x_std=np.ones(2), y_mean=0.0, y_std=1.0)
+    return Split(
+        x_train=rng.normal(size=(8, 2)),
+        y_train=rng.normal(size=8),
+        x_test=rng.normal(size=(4, 2)),
+        y_test=rng.normal(size=4),
+        x_mean=np.zeros(2),
+        x_std=np.ones(2),
+        y_mean=0.0,
+        y_std=1.0,
+    )
 
 
 def labels(s: int) -> dict[int, dict]:
@@ -97,20 +109,33 @@ def test_every_run_records_its_code_libraries_and_device(settings_for, tmp_path,
     request.addfinalizer(lambda: torch.set_num_threads(threads))
     ok = run_splits({0: split()}, run, {0: tmp_path / "ok"}, tmp_path / "ok.pt", labels(0))[0]
     monkeypatch.setattr(run_module, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(CholeskyError("x")))
-    failed = run_splits({1: split()}, replace(run, seed=1), {1: tmp_path / "failed"}, tmp_path / "failed.pt",
-                        labels(1))[1]
+    failed = run_splits(
+        {1: split()}, replace(run, seed=1), {1: tmp_path / "failed"}, tmp_path / "failed.pt", labels(1)
+    )[1]
     assert failed["status"].startswith("failed")
     if (REPO / ".git").exists():  # the tests run from a checkout: its commit, and whether it has local changes
-        changes = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                                 capture_output=True, text=True, check=True).stdout
+        changes = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         commit = (git(REPO, "rev-parse", "HEAD"), bool(changes))
     else:
         commit = (None, None)
-    expected = {"device": "cpu", "device_name": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                "threads": threads + 1, "tf32": False,
-                "gpstudy_version": gpstudy.__version__, "git_commit": commit[0], "git_dirty": commit[1],
-                "torch_version": torch.__version__, "numpy_version": importlib.metadata.version("numpy"),
-                "pandas_version": importlib.metadata.version("pandas")}
+    expected = {
+        "device": "cpu",
+        "device_name": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": threads + 1,
+        "tf32": False,
+        "gpstudy_version": gpstudy.__version__,
+        "git_commit": commit[0],
+        "git_dirty": commit[1],
+        "torch_version": torch.__version__,
+        "numpy_version": importlib.metadata.version("numpy"),
+        "pandas_version": importlib.metadata.version("pandas"),
+    }
     assert expected["torch_version"].split("+")[0] == importlib.metadata.version("torch").split("+")[0]
     for folder, metrics in (("ok", ok), ("failed", failed)):
         written = read_json(tmp_path / folder / "metrics.json")

@@ -1,4 +1,5 @@
-"""The synchronisation counter sees every kind of host synchronisation, names its place, and marks the deliberate one."""
+"""The synchronisation counter sees every kind of host synchronisation, names its place, and marks the deliberate
+one."""
 
 import numpy as np
 import pytest

@@ -41,10 +41,23 @@ def test_a_snakemake_job_refuses_another_gpstudy(tmp_path, shared_data, package_
     copy = package_copy(tmp_path / "copy", changed=True)
     search = [str(copy), str(REPO)] if path == "plan" else [str(copy)]
     workdir = tmp_path / "work"
-    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile",
-               str(REPO / "configs/quick.yaml"), "--config", f"mirror={shared_data}", "--cores", "1", MANIFEST]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(search)})
+    command = [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(REPO / "configs/quick.yaml"),
+        "--config",
+        f"mirror={shared_data}",
+        "--cores",
+        "1",
+        MANIFEST,
+    ]
+    run = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": os.pathsep.join(search)}
+    )
     output = run.stdout + run.stderr
     assert run.returncode != 0 and not (workdir / MANIFEST).is_file(), output
     named = f"this process imports gpstudy from {copy.resolve() / 'gpstudy'}, not the workflow's {REPO / 'gpstudy'}"
@@ -56,12 +69,25 @@ def test_every_job_log_names_the_job_and_what_it_wrote(tmp_path, shared_data):
     """Issue 37: a split job's log was empty. Fetch, tabulate and split of Snelson, three real jobs: each log
     starts with its rule and wildcards and ends with its run time and outputs; the split's says its rows."""
     target = "data/splits/snelson/random/split0.npz"
-    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-               str(REPO / "configs/quick.yaml"), "--config", f"mirror={shared_data}", "--cores", "1", target]
+    command = [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(REPO / "configs/quick.yaml"),
+        "--config",
+        f"mirror={shared_data}",
+        "--cores",
+        "1",
+        target,
+    ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    logs = {path.relative_to(tmp_path / "logs").parts[0]: path.read_text()
-            for path in (tmp_path / "logs").rglob("*.log")}
+    logs = {
+        path.relative_to(tmp_path / "logs").parts[0]: path.read_text() for path in (tmp_path / "logs").rglob("*.log")
+    }
     assert set(logs) == {"fetch", "tabulate", "split"}
     split = logs["split"]
     assert "rule split (dataset=snelson, protocol=random, split=0) started, pid" in split.splitlines()[0]

@@ -63,11 +63,16 @@ def test_the_walk_finds_the_package_defaults():
     assert ("gpstudy.training.fit.fit", "checkpoint_minutes") in found  # None: no checkpoint by the clock
 
 
-@pytest.mark.parametrize("function, name, default", [
-    pytest.param(*case, marks=[pytest.mark.xfail(reason=KNOWN[case[:2]], strict=True)] if case[:2] in KNOWN else [])
-    for case in defaults_in_code()
-    if case[1] in config_values() and case[2] is not None and case[:2] not in OTHER_MEANING])
+@pytest.mark.parametrize(
+    "function, name, default",
+    [
+        pytest.param(*case, marks=[pytest.mark.xfail(reason=KNOWN[case[:2]], strict=True)] if case[:2] in KNOWN else [])
+        for case in defaults_in_code()
+        if case[1] in config_values() and case[2] is not None and case[:2] not in OTHER_MEANING
+    ],
+)
 def test_a_default_in_code_is_the_configs(function, name, default):
     assert default in config_values()[name], (
         f"{function}({name}={default!r}): config.yaml gives {name} {config_values()[name]}; take it from the "
-        "config (no default), or change config.yaml")
+        "config (no default), or change config.yaml"
+    )

@@ -51,8 +51,13 @@ def printed_settings(capsys, arguments: list[str], dataset: str, method: str, M:
 
 def shown_values(settings: RunSettings) -> dict[str, str]:
     """Every value of ``settings`` as `gpstudy settings` prints it."""
-    values = {"method": settings.method, "M": settings.M, "seed": settings.seed, **settings.options,
-              **{key: getattr(settings, key) for key in training_keys()}}
+    values = {
+        "method": settings.method,
+        "M": settings.M,
+        "seed": settings.seed,
+        **settings.options,
+        **{key: getattr(settings, key) for key in training_keys()},
+    }
     return {key: value if isinstance(value, str) else json.dumps(value) for key, value in values.items()}
 
 
@@ -117,22 +122,47 @@ def test_the_overrides_of_a_snakemake_command_line_show_what_its_jobs_train_with
     'datasets=[boston]'`` trains 50 iterations; `gpstudy settings` takes the same words and says so."""
     monkeypatch.chdir(REPO)
     entries = ["iterations=50", "datasets=[boston]", "device=cpu"]
-    printed = printed_settings(capsys, ["--configfile", "configs/quick.yaml", "--config", *entries], "boston", "gpnet",
-                               100)
+    printed = printed_settings(
+        capsys, ["--configfile", "configs/quick.yaml", "--config", *entries], "boston", "gpnet", 100
+    )
     assert printed["iterations"] == ("50", "--config: iterations")
     assert printed["hidden_units"][1].startswith("configs/quick.yaml:")
-    jobs = run_settings(load_config("config.yaml", "configs/quick.yaml", overrides=parse_config(entries)), "boston",
-                        method="gpnet", M=100)  # the config Snakemake's jobs resolve theirs from
+    jobs = run_settings(
+        load_config("config.yaml", "configs/quick.yaml", overrides=parse_config(entries)),
+        "boston",
+        method="gpnet",
+        M=100,
+    )  # the config Snakemake's jobs resolve theirs from
     assert jobs.iterations == 50 and {key: value for key, (value, _) in printed.items()} == shown_values(jobs)
 
 
-@pytest.mark.parametrize("words, named", [
-    (["--configfile", "nowhere.yaml"], "nowhere.yaml"),
-    (["--config", "iterations=50", "nowhere.yaml"], "nowhere.yaml"),  # Snakemake's own refusal of a non-entry
-])
+@pytest.mark.parametrize(
+    "words, named",
+    [
+        (["--configfile", "nowhere.yaml"], "nowhere.yaml"),
+        (["--config", "iterations=50", "nowhere.yaml"], "nowhere.yaml"),  # Snakemake's own refusal of a non-entry
+    ],
+)
 def test_a_missing_config_file_or_a_bad_entry_is_one_line_naming_it(tmp_path, words, named):
-    run = subprocess.run([sys.executable, "-c", "from gpstudy.cli import main; main()", "settings", "--dataset",
-                          "boston", "--method", "svgp", "--M", "5", *words], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from gpstudy.cli import main; main()",
+            "settings",
+            "--dataset",
+            "boston",
+            "--method",
+            "svgp",
+            "--M",
+            "5",
+            *words,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 1 and run.stdout == ""
     assert len(run.stderr.splitlines()) == 1 and named in run.stderr, run.stderr

@@ -9,9 +9,9 @@ import pytest
 import torch
 import yaml
 
-from gpstudy.runtime import devices
 from gpstudy.data.registry import get_dataset
 from gpstudy.methods.base import COMPILE_NEEDS_TORCH
+from gpstudy.runtime import devices
 from gpstudy.study import ConfigError, RunSettings, merge, run_settings, training_keys, validate_config
 from gpstudy.study.settings import SettingsError, check_settings, exact_gp_settings
 
@@ -23,11 +23,16 @@ def test_precedence(study_config):
     assert boston.pretrain and boston.options["measurement"] == "noisy" and boston.iterations == 10000
     assert boston.seed == study_config["seed"]  # split s draws from seed + s
     svgp = run_settings(study_config, "boston", method="svgp", M=100)
-    assert not svgp.pretrain and svgp.options == {"online_hyperparameters": True, "inducing_init": "kmeans",
-                                                  "learn_inducing_inputs": True}  # no measurement: not svgp's
+    assert not svgp.pretrain and svgp.options == {
+        "online_hyperparameters": True,
+        "inducing_init": "kmeans",
+        "learn_inducing_inputs": True,
+    }  # no measurement: not svgp's
     power = run_settings(study_config, "power", method="gpnet", M=500, iterations=7, device=None)
     assert (power.options["beta0"], power.options["xi"], power.options["online_hyperparameters"]) == (0.01, 0.1, True)
-    assert power.iterations == 7 and power.device == "cpu"  # None from the command line keeps the config's (auto, no GPU)
+    assert (
+        power.iterations == 7 and power.device == "cpu"
+    )  # None from the command line keeps the config's (auto, no GPU)
     airline = {method: run_settings(study_config, "airline", method=method, M=100) for method in ("gpnet", "fbnn")}
     assert airline["gpnet"].options["online_hyperparameters"] and not airline["fbnn"].options["online_hyperparameters"]
     assert all(settings.pretrain and settings.options["measurement"] == "noisy" for settings in airline.values())
@@ -60,7 +65,9 @@ def test_study_wide_keys_override_every_data_set(study_config):
 def fake_gpu(monkeypatch, present: bool) -> None:
     """This process sees one GPU (a CUDA build of torch, nvidia-smi listing it), or none."""
     monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
-    monkeypatch.setattr(devices, "nvidia_smi_gpus", lambda: [devices.Gpu(0, "Fake GPU", "GPU-0000-fake")] if present else [])
+    monkeypatch.setattr(
+        devices, "nvidia_smi_gpus", lambda: [devices.Gpu(0, "Fake GPU", "GPU-0000-fake")] if present else []
+    )
 
 
 @pytest.mark.parametrize("gpu, expected", [(False, "cpu"), (True, "cuda")])
@@ -88,7 +95,9 @@ def test_the_exact_gp_keeps_its_device_when_the_study_moves_to_cuda(study_config
 
 
 def test_unknown_override_is_refused(study_config):
-    with pytest.raises(SettingsError, match="the overrides: beta0 is neither a training setting nor an option of method 'svgp'"):
+    with pytest.raises(
+        SettingsError, match="the overrides: beta0 is neither a training setting nor an option of method 'svgp'"
+    ):
         run_settings(study_config, "boston", method="svgp", M=5, beta0=0.1)
 
 
@@ -104,13 +113,19 @@ def test_a_variant_is_its_method_with_its_own_keys(study_config):
     assert boston.options["measurement"] == "box" and boston.pretrain  # the variant's keys, the data set's others
 
 
-@pytest.mark.parametrize("variants, message", [
-    ({"svgp": {"method": "gpnet"}}, r"\$\.variants\.svgp: a registered method's name"),
-    ({"fast": {"method": "nope"}}, r"\$\.variants\.fast\.method: 'nope' is not one of"),
-    ({"fast": {"lr": 0.1}}, r"\$\.variants\.fast: 'method' is a required property"),
-    ({"fast": {"method": "svgp", "beta0": 0.1}}, r"variants\.fast: beta0 is neither a training setting nor an "
-                                                  r"option of method 'svgp'"),
-])
+@pytest.mark.parametrize(
+    "variants, message",
+    [
+        ({"svgp": {"method": "gpnet"}}, r"\$\.variants\.svgp: a registered method's name"),
+        ({"fast": {"method": "nope"}}, r"\$\.variants\.fast\.method: 'nope' is not one of"),
+        ({"fast": {"lr": 0.1}}, r"\$\.variants\.fast: 'method' is a required property"),
+        (
+            {"fast": {"method": "svgp", "beta0": 0.1}},
+            r"variants\.fast: beta0 is neither a training setting nor an "
+            r"option of method 'svgp'",
+        ),
+    ],
+)
 def test_a_bad_variant_is_named(study_config, variants, message):
     from gpstudy.study import ConfigError
 
@@ -134,9 +149,11 @@ def test_torch_compile_is_refused_below_the_torch_that_compiles_the_method(monke
     boston = get_dataset("boston")
     monkeypatch.setattr(torch, "__version__", below)
     for method in ("gpnet", "fbnn"):
-        message = (f"training.torch_compile: true needs torch >= {COMPILE_NEEDS_TORCH} for method {method!r} "
-                   f"(its compiled training fails before it: docs/installation.md), but torch {below} is installed; "
-                   "upgrade torch, or set training.torch_compile: false")
+        message = (
+            f"training.torch_compile: true needs torch >= {COMPILE_NEEDS_TORCH} for method {method!r} "
+            f"(its compiled training fails before it: docs/installation.md), but torch {below} is installed; "
+            "upgrade torch, or set training.torch_compile: false"
+        )
         with pytest.raises(SettingsError) as refused:
             check_settings(settings_for(method, 8, torch_compile=True), boston)
         assert str(refused.value) == message
@@ -154,6 +171,9 @@ def test_a_study_compiling_gpnet_on_a_torch_too_old_is_refused_before_any_job(mo
     merge(paper_cpu, yaml.safe_load((REPO / "configs" / "paper-cpu.yaml").read_text()))
     major, minor = map(int, COMPILE_NEEDS_TORCH.split("."))
     monkeypatch.setattr(torch, "__version__", f"{major}.{minor - 1}.9")
-    with pytest.raises(ConfigError, match=r"experiment 'snelson', data set 'snelson', method 'gpnet': training\."
-                                          rf"torch_compile: true needs torch >= {COMPILE_NEEDS_TORCH} for method"):
+    with pytest.raises(
+        ConfigError,
+        match=r"experiment 'snelson', data set 'snelson', method 'gpnet': training\."
+        rf"torch_compile: true needs torch >= {COMPILE_NEEDS_TORCH} for method",
+    ):
         validate_config(paper_cpu)

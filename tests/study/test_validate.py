@@ -6,8 +6,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpstudy.study import (ConfigError, DataPlan, TrainJob, data_plan, dataset_of, load_config, merge, run_settings,
-                           splits_of, study_jobs, validate_config)
+from gpstudy.study import (
+    ConfigError,
+    DataPlan,
+    TrainJob,
+    data_plan,
+    dataset_of,
+    load_config,
+    merge,
+    run_settings,
+    splits_of,
+    study_jobs,
+    validate_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -39,31 +50,43 @@ def with_nested(**changes):
     return config
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"datasetz": ["boston"]}, r"\$: Additional properties .*'datasetz' was unexpected"),
-    ({"splits": "two"}, r"\$\.splits: 'two' is not of type 'integer'"),
-    ({"splits": 0}, r"\$\.splits: 0 is less than the minimum of 1"),
-    ({"split_protocol": "kfold"}, r"\$\.split_protocol: 'kfold' is not one of"),
-    ({"datasets": ["boston", "bostn"]}, r"\$\.datasets\[1\]: unknown data set 'bostn'; known: airline"),
-    ({"dataset_options": {"snelson": {"train_sise": 100}}}, r"\$\.dataset_options\.snelson: .*'train_sise'"),
-    ({"dataset_options": {"nope": {}}}, r"\$\.dataset_options\.nope: unknown data set"),
-    ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"gpnet": [0]}}}},
-     r"\$\.experiments\.uci\.methods\.gpnet\[0\]: 0 is less than the minimum of 1"),
-    ({"experiments": {"uci": {"datasets": ["bostn"], "methods": {"gpnet": [5]}}}},
-     r"\$\.experiments\.uci\.datasets\[0\]: unknown data set 'bostn'"),
-    ({"methods": {"svgpp": {}}}, r"\$\.methods: Additional properties .*'svgpp' was unexpected"),
-    ({"methods": {"gpnet": {"beta0": 2.0}}}, r"\$\.methods\.gpnet\.beta0: 2\.0 is greater than the maximum of 1"),
-    ({"methods": {"gpnet": {"hidden_units": 10}}}, r"\$\.methods\.gpnet: 'beta0' is a required property"),
-    ({"training": {"lr": 0.1}}, r"\$\.training: 'batch_size' is a required property"),
-    ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"Od-SVGP": [5]}}}},
-     r"\$\.experiments\.uci\.methods\.Od-SVGP: method name 'Od-SVGP' must match \[a-z\]\[a-z0-9_\]\* \(a lowercase"),
-    ({"experiments": {"uci": {"datasets": ["boston"], "methods": {"od_svgp": [5]}}}},
-     r"experiments\.uci\.methods\.od_svgp: unknown method 'od_svgp'; known: autogp, autogp_arccos, autogp_loo, "
-     r"exact, fbnn, gpnet, odvgp, orth, orthnat, svgp"),
-    ({"device": "gpu"}, r"\$\.device: 'gpu' does not match"),
-    ({"splits_per_job": 0}, r"\$\.splits_per_job: 0 is less than the minimum of 1"),
-    ({"jobs_per_gpu": 0}, r"\$\.jobs_per_gpu: 0 is less than the minimum of 1"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"datasetz": ["boston"]}, r"\$: Additional properties .*'datasetz' was unexpected"),
+        ({"splits": "two"}, r"\$\.splits: 'two' is not of type 'integer'"),
+        ({"splits": 0}, r"\$\.splits: 0 is less than the minimum of 1"),
+        ({"split_protocol": "kfold"}, r"\$\.split_protocol: 'kfold' is not one of"),
+        ({"datasets": ["boston", "bostn"]}, r"\$\.datasets\[1\]: unknown data set 'bostn'; known: airline"),
+        ({"dataset_options": {"snelson": {"train_sise": 100}}}, r"\$\.dataset_options\.snelson: .*'train_sise'"),
+        ({"dataset_options": {"nope": {}}}, r"\$\.dataset_options\.nope: unknown data set"),
+        (
+            {"experiments": {"uci": {"datasets": ["boston"], "methods": {"gpnet": [0]}}}},
+            r"\$\.experiments\.uci\.methods\.gpnet\[0\]: 0 is less than the minimum of 1",
+        ),
+        (
+            {"experiments": {"uci": {"datasets": ["bostn"], "methods": {"gpnet": [5]}}}},
+            r"\$\.experiments\.uci\.datasets\[0\]: unknown data set 'bostn'",
+        ),
+        ({"methods": {"svgpp": {}}}, r"\$\.methods: Additional properties .*'svgpp' was unexpected"),
+        ({"methods": {"gpnet": {"beta0": 2.0}}}, r"\$\.methods\.gpnet\.beta0: 2\.0 is greater than the maximum of 1"),
+        ({"methods": {"gpnet": {"hidden_units": 10}}}, r"\$\.methods\.gpnet: 'beta0' is a required property"),
+        ({"training": {"lr": 0.1}}, r"\$\.training: 'batch_size' is a required property"),
+        (
+            {"experiments": {"uci": {"datasets": ["boston"], "methods": {"Od-SVGP": [5]}}}},
+            r"\$\.experiments\.uci\.methods\.Od-SVGP: method name 'Od-SVGP' must match "
+            r"\[a-z\]\[a-z0-9_\]\* \(a lowercase",
+        ),
+        (
+            {"experiments": {"uci": {"datasets": ["boston"], "methods": {"od_svgp": [5]}}}},
+            r"experiments\.uci\.methods\.od_svgp: unknown method 'od_svgp'; known: autogp, autogp_arccos, autogp_loo, "
+            r"exact, fbnn, gpnet, odvgp, orth, orthnat, svgp",
+        ),
+        ({"device": "gpu"}, r"\$\.device: 'gpu' does not match"),
+        ({"splits_per_job": 0}, r"\$\.splits_per_job: 0 is less than the minimum of 1"),
+        ({"jobs_per_gpu": 0}, r"\$\.jobs_per_gpu: 0 is less than the minimum of 1"),
+    ],
+)
 def test_bad_config_names_the_key(changes, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(with_changes(**changes))
@@ -71,8 +94,11 @@ def test_bad_config_names_the_key(changes, message):
 
 def test_standardize_inputs_is_refused_on_a_regression_data_set():
     validate_config(with_nested(dataset_options={"mnist": {"standardize_inputs": True}}))
-    with pytest.raises(ConfigError, match=r"\$\.dataset_options\.boston\.standardize_inputs: 'boston' is a regression "
-                                          r"data set, whose x and y are always standardized"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\$\.dataset_options\.boston\.standardize_inputs: 'boston' is a regression "
+        r"data set, whose x and y are always standardized",
+    ):
         validate_config(with_nested(dataset_options={"boston": {"standardize_inputs": False}}))
     with pytest.raises(ConfigError, match=r"\$\.dataset_options\.mnist\.standardize_inputs: 'yes' is not of type"):
         validate_config(with_nested(dataset_options={"mnist": {"standardize_inputs": "yes"}}))
@@ -90,9 +116,12 @@ RULE = r"must match \[a-z0-9_\]\+ \(lowercase letters, digits, underscore\)"
 @pytest.mark.parametrize("name", ["MyData", "my data", "données", "my-data"])
 def test_a_data_set_name_outside_the_path_rule_is_refused_at_validation(name):
     """Such a name passed validation and failed the DAG later (MissingInputException in rule collect)."""
-    with pytest.raises(ConfigError, match=rf"\$\.datasets\[0\]: data set name '{name}' {RULE}\n"
-                                          rf"  config key \$\.dataset_options\.{name}: data set name '{name}' {RULE}\n"
-                                          rf"  config key \$\.experiments\.uci\.datasets\[0\]: data set name '{name}'"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"\$\.datasets\[0\]: data set name '{name}' {RULE}\n"
+        rf"  config key \$\.dataset_options\.{name}: data set name '{name}' {RULE}\n"
+        rf"  config key \$\.experiments\.uci\.datasets\[0\]: data set name '{name}'",
+    ):
         validate_config(user_data_set(name))
     validate_config(user_data_set("my_data_2"))
 
@@ -140,23 +169,37 @@ def test_data_plan():
     assert snelson.splits == (0,) and snelson.train_size == 100
     assert data_plan(config, "mnist").protocol == "given" and data_plan(config, "mnist").splits == (0,)
     assert data_plan(with_changes(split_protocol="index_files"), "concrete").protocol == "index_files"
-    first_rows = with_nested(dataset_options={"airline": {"protocol": "first_rows", "splits": 3, "train_size": 70000,
-                                                          "test_size": 10000}})
+    first_rows = with_nested(
+        dataset_options={"airline": {"protocol": "first_rows", "splits": 3, "train_size": 70000, "test_size": 10000}}
+    )
     validate_config(first_rows)
     assert data_plan(first_rows, "airline") == DataPlan("first_rows", (0,), 70000, 10000)  # one split only
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"training": {"kernel": "rbff"}}, r"data set 'snelson', method 'svgp': unknown kernel 'rbff'; known: arccos"),
-    ({"training": {"kernel": "arccos", "kernel_options": {"degree": 3}}}, r"kernel_options of 'arccos', \$\.degree"),
-    ({"training": {"likelihood": "softmax", "likelihood_options": {"classes": 3}}}, r"likelihood 'softmax' is for classification, but data set 'snelson'"),
-    ({"dataset_options": {"boston": {"beta00": 0.1}}}, r"\$\.dataset_options\.boston: .*'beta00' was unexpected"),
-    ({"dataset_options": {"boston": {"methods": {"svgp": {"beta0": 0.1}}}}},
-     r"\$\.dataset_options\.boston\.methods\.svgp: .*'beta0' was unexpected"),
-    ({"methods": {"gpnet": {"objective": "natural"}}}, r"\$\.methods\.gpnet\.objective: 'natural' is not one of"),
-    ({"dataset_options": {"mine": {"source": {"sha256": "0" * 64}, "format": "csv"}}, "datasets": ["mine"]},
-     r"\$\.dataset_options\.mine: a user data set \(one with a `source`\) needs target, task"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"training": {"kernel": "rbff"}}, r"data set 'snelson', method 'svgp': unknown kernel 'rbff'; known: arccos"),
+        (
+            {"training": {"kernel": "arccos", "kernel_options": {"degree": 3}}},
+            r"kernel_options of 'arccos', \$\.degree",
+        ),
+        (
+            {"training": {"likelihood": "softmax", "likelihood_options": {"classes": 3}}},
+            r"likelihood 'softmax' is for classification, but data set 'snelson'",
+        ),
+        ({"dataset_options": {"boston": {"beta00": 0.1}}}, r"\$\.dataset_options\.boston: .*'beta00' was unexpected"),
+        (
+            {"dataset_options": {"boston": {"methods": {"svgp": {"beta0": 0.1}}}}},
+            r"\$\.dataset_options\.boston\.methods\.svgp: .*'beta0' was unexpected",
+        ),
+        ({"methods": {"gpnet": {"objective": "natural"}}}, r"\$\.methods\.gpnet\.objective: 'natural' is not one of"),
+        (
+            {"dataset_options": {"mine": {"source": {"sha256": "0" * 64}, "format": "csv"}}, "datasets": ["mine"]},
+            r"\$\.dataset_options\.mine: a user data set \(one with a `source`\) needs target, task",
+        ),
+    ],
+)
 def test_settings_that_do_not_fit_name_the_run(changes, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(with_nested(**changes))
@@ -165,25 +208,39 @@ def test_settings_that_do_not_fit_name_the_run(changes, message):
 def test_a_kernel_without_random_features_beside_the_rfe_network_is_refused_before_any_job():
     """Before ``pairing_problems`` these configs validated, and every such gpnet or fbnn job failed when it
     built its RFE network (ValueError: CNNGP has no random-feature map)."""
-    with pytest.raises(ConfigError, match=r"method 'gpnet': method 'gpnet' with network 'rfe': kernel 'cnngp' with "
-                                          r"options \{\}: CNNGP has no random-feature map; network 'rfe' needs one: "
-                                          r"use a kernel with one \(rbf, .*arccos\) or network: ntk$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"method 'gpnet': method 'gpnet' with network 'rfe': kernel 'cnngp' with "
+        r"options \{\}: CNNGP has no random-feature map; network 'rfe' needs one: "
+        r"use a kernel with one \(rbf, .*arccos\) or network: ntk$",
+    ):
         validate_config(with_nested(methods={"gpnet": {"kernel": "cnngp"}}))
-    with pytest.raises(ConfigError, match=r"method 'fbnn' with network 'rfe': kernel 'arccos' with options "
-                                          r"\{'depth': 3\}: ArcCosine of depth 3 has no random-feature map"):
+    with pytest.raises(
+        ConfigError,
+        match=r"method 'fbnn' with network 'rfe': kernel 'arccos' with options "
+        r"\{'depth': 3\}: ArcCosine of depth 3 has no random-feature map",
+    ):
         validate_config(with_nested(methods={"fbnn": {"kernel": "arccos", "kernel_options": {"depth": 3}}}))
     validate_config(with_nested(methods={"fbnn": {"kernel": "arccos", "kernel_options": {"depth": 1}}}))
 
 
 def test_a_regression_method_on_a_classification_data_set_fails_before_any_job():
-    config = with_nested(datasets=["mnist"], experiments={"images": {"datasets": ["mnist"], "methods": {"exact": [10]}}})
-    with pytest.raises(ConfigError, match=r"data set 'mnist', method 'exact': method 'exact' .*cannot train with "
-                                          r"likelihood 'softmax'; it supports gaussian"):
+    config = with_nested(
+        datasets=["mnist"], experiments={"images": {"datasets": ["mnist"], "methods": {"exact": [10]}}}
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"data set 'mnist', method 'exact': method 'exact' .*cannot train with "
+        r"likelihood 'softmax'; it supports gaussian",
+    ):
         validate_config(config)
     without_likelihood = copy.deepcopy(config)
     without_likelihood["dataset_options"]["mnist"] = {"likelihood": "gaussian"}
-    with pytest.raises(ConfigError, match=r"likelihood 'gaussian' is for regression, but data set 'mnist' is a "
-                                          "classification task"):
+    with pytest.raises(
+        ConfigError,
+        match=r"likelihood 'gaussian' is for regression, but data set 'mnist' is a "
+        "classification task",
+    ):
         validate_config(without_likelihood)
 
 
@@ -196,13 +253,32 @@ def test_a_config_pins_the_sha256_of_files_gpstudy_has_no_trusted_hash_for():
     assert {spec.sha256 for spec in dataset_of(BASE, "airline").files("random")} == {None}
 
 
-@pytest.mark.parametrize("pins, message", [
-    ({"airline": {"sha256": {"2009.csv.bz2": "ab" * 32}}}, r"airline\.sha256: data set 'airline' has no file '2009\.csv\.bz2'"),
-    ({"airline": {"sha256": {"2008.csv.bz2": "AB" * 32}}}, r"airline\.sha256\['2008\.csv\.bz2'\]: 'ABAB.*' does not match"),
-    ({"boston": {"sha256": {"data.txt": "ab" * 32}}}, r"boston\.sha256: boston/data\.txt is pinned by gpstudy"),
-    ({"mine": {"source": {"sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression",
-               "sha256": {"mine.csv": "ab" * 32}}}, r"mine\.sha256: a user data set pins its file with source\.sha256"),
-])
+@pytest.mark.parametrize(
+    "pins, message",
+    [
+        (
+            {"airline": {"sha256": {"2009.csv.bz2": "ab" * 32}}},
+            r"airline\.sha256: data set 'airline' has no file '2009\.csv\.bz2'",
+        ),
+        (
+            {"airline": {"sha256": {"2008.csv.bz2": "AB" * 32}}},
+            r"airline\.sha256\['2008\.csv\.bz2'\]: 'ABAB.*' does not match",
+        ),
+        ({"boston": {"sha256": {"data.txt": "ab" * 32}}}, r"boston\.sha256: boston/data\.txt is pinned by gpstudy"),
+        (
+            {
+                "mine": {
+                    "source": {"sha256": "0" * 64},
+                    "format": "csv",
+                    "target": -1,
+                    "task": "regression",
+                    "sha256": {"mine.csv": "ab" * 32},
+                }
+            },
+            r"mine\.sha256: a user data set pins its file with source\.sha256",
+        ),
+    ],
+)
 def test_a_wrong_pin_names_its_key(pins, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(with_nested(dataset_options=pins))
@@ -213,13 +289,19 @@ def test_an_airline_experiment_has_appendix_b2s_settings():
     config = with_changes(datasets=[*BASE["datasets"], "airline"])
     validate_config(config)
     assert [(job.method, job.M, job.splits) for job in study_jobs(config) if job.experiment == "airline"] == [
-        (method, m, (0,)) for method in ("svgp", "gpnet", "fbnn") for m in (100, 500)]
+        (method, m, (0,)) for method in ("svgp", "gpnet", "fbnn") for m in (100, 500)
+    ]
     assert data_plan(config, "airline") == DataPlan("random", (0,), 700000, 100000)
     runs = {method: run_settings(config, "airline", method=method, M=100) for method in ("svgp", "gpnet", "fbnn")}
-    assert {(run.iterations, run.batch_size, run.lr, run.pretrain_iterations, run.pretrain_subset)
-            for run in runs.values()} == {(10000, 500, 0.003, 1000, 1000)}
+    assert {
+        (run.iterations, run.batch_size, run.lr, run.pretrain_iterations, run.pretrain_subset) for run in runs.values()
+    } == {(10000, 500, 0.003, 1000, 1000)}
     assert [runs[method].pretrain for method in ("svgp", "gpnet", "fbnn")] == [False, True, True]
-    assert [runs[method].options["online_hyperparameters"] for method in ("svgp", "gpnet", "fbnn")] == [True, True, False]
+    assert [runs[method].options["online_hyperparameters"] for method in ("svgp", "gpnet", "fbnn")] == [
+        True,
+        True,
+        False,
+    ]
     for method in ("gpnet", "fbnn"):
         assert (runs[method].options["measurement"], runs[method].options["hidden_units"]) == ("noisy", 1000)
     assert (runs["gpnet"].options["beta0"], runs["gpnet"].options["xi"]) == (0.1, 0.1)
@@ -227,26 +309,43 @@ def test_an_airline_experiment_has_appendix_b2s_settings():
 
 
 def test_a_user_data_set_is_a_known_data_set():
-    config = with_nested(datasets=["mine"], dataset_options={"mine": {
-        "source": {"url": "https://example.org/mine.csv", "sha256": "0" * 64}, "format": "csv", "target": -1,
-        "task": "regression"}}, experiments={"uci": {"datasets": ["boston", "mine"]}})
+    config = with_nested(
+        datasets=["mine"],
+        dataset_options={
+            "mine": {
+                "source": {"url": "https://example.org/mine.csv", "sha256": "0" * 64},
+                "format": "csv",
+                "target": -1,
+                "task": "regression",
+            }
+        },
+        experiments={"uci": {"datasets": ["boston", "mine"]}},
+    )
     validate_config(config)
-    assert [job.dataset for job in study_jobs(config)] == ["mine"] * 5 and data_plan(config, "mine").splits == tuple(range(20))
+    assert [job.dataset for job in study_jobs(config)] == ["mine"] * 5 and data_plan(config, "mine").splits == tuple(
+        range(20)
+    )
 
 
 def classification(**gpnet):
     """MNIST with GPNet's non-conjugate objective, the CNN-GP prior and the NTK network, then ``gpnet``'s changes."""
     options = {"objective": "elbo", "kernel": "cnngp", "kernel_options": {"image_shape": [1, 28, 28]}, "network": "ntk"}
     experiment = {"datasets": ["mnist"], "methods": {"gpnet": [64]}}
-    return with_nested(datasets=["mnist"], experiments={"classification": experiment},
-                       dataset_options={"mnist": {"methods": {"gpnet": options | gpnet}}})
+    return with_nested(
+        datasets=["mnist"],
+        experiments={"classification": experiment},
+        dataset_options={"mnist": {"methods": {"gpnet": options | gpnet}}},
+    )
 
 
 def test_gpnet_trains_a_softmax_with_the_ntk_network_only():
     validate_config(classification())
     validate_config(classification(network_options={"filters": [8, 8], "strides": [1, 2], "output_tanh": False}))
-    with pytest.raises(ConfigError, match=r"method 'gpnet': options of method 'gpnet': network 'rfe' outputs one "
-                                          r"latent function, but likelihood 'softmax' has one per class; .* ntk"):
+    with pytest.raises(
+        ConfigError,
+        match=r"method 'gpnet': options of method 'gpnet': network 'rfe' outputs one "
+        r"latent function, but likelihood 'softmax' has one per class; .* ntk",
+    ):
         validate_config(classification(network="rfe"))
     with pytest.raises(ConfigError, match=r"network_options of network 'ntk', \$\.strides\[0\]: 3 is not one of"):
         validate_config(classification(network_options={"strides": [3]}))
@@ -263,11 +362,15 @@ def test_the_classification_experiment_runs_svgp_with_fixed_inducing_images():
     config = with_changes(datasets=["mnist", "cifar10"], run_experiments=["classification"])
     validate_config(config)
     assert [(job.dataset, job.method, job.M) for job in study_jobs(config)] == [
-        (dataset, method, m) for dataset in ("mnist", "cifar10") for method, m in (("gpnet", 64), ("svgp", 1000))]
+        (dataset, method, m) for dataset in ("mnist", "cifar10") for method, m in (("gpnet", 64), ("svgp", 1000))
+    ]
     for dataset, shape in (("mnist", [1, 28, 28]), ("cifar10", [3, 32, 32])):
         svgp = run_settings(config, dataset, method="svgp", M=1000)
-        assert svgp.options == {"inducing_init": "training_points", "learn_inducing_inputs": False,
-                                "online_hyperparameters": False}
+        assert svgp.options == {
+            "inducing_init": "training_points",
+            "learn_inducing_inputs": False,
+            "online_hyperparameters": False,
+        }
         assert (svgp.kernel, svgp.kernel_options) == ("cnngp", {"image_shape": shape})
         assert (svgp.likelihood, svgp.likelihood_options) == ("robustmax", {"classes": 10})
         assert run_settings(config, dataset, method="gpnet", M=64).likelihood == "softmax"
@@ -280,10 +383,15 @@ def test_the_classification_experiment_runs_svgp_with_fixed_inducing_images():
 
 def test_quoted_names_a_table_of_one_of_the_experiments_metrics():
     assert BASE["experiments"]["classification"]["quoted"] == "table2"
-    with pytest.raises(ConfigError, match=r"\$\.experiments\.classification\.quoted: 'table3' is not one of \['table2'\]"):
+    with pytest.raises(
+        ConfigError, match=r"\$\.experiments\.classification\.quoted: 'table3' is not one of \['table2'\]"
+    ):
         validate_config(with_nested(experiments={"classification": {"quoted": "table3"}}))
-    with pytest.raises(ConfigError, match=r"\$\.experiments\.uci\.quoted: table 'table2' holds error_rate, not one of "
-                                          r"the experiment's metrics \(rmse, test_ll\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\$\.experiments\.uci\.quoted: table 'table2' holds error_rate, not one of "
+        r"the experiment's metrics \(rmse, test_ll\)",
+    ):
         validate_config(with_nested(experiments={"uci": {"quoted": "table2"}}))
 
 
@@ -291,7 +399,11 @@ def test_run_experiments_picks_the_experiments_that_train():
     config = with_changes(datasets=["boston", "mnist"], run_experiments=["autogp"])
     assert {job.experiment for job in study_jobs(config)} == {"autogp"}
     assert {job.experiment for job in study_jobs(with_changes(datasets=["boston", "mnist"]))} == {
-        "uci", "odvgp", "autogp", "classification"}
+        "uci",
+        "odvgp",
+        "autogp",
+        "classification",
+    }
     with pytest.raises(ConfigError, match=r"\$\.run_experiments\[1\]: unknown experiment 'autgp'"):
         validate_config(with_changes(run_experiments=["uci", "autgp"]))
 
@@ -308,24 +420,37 @@ def test_an_overlay_drops_a_method_by_an_empty_list_of_m_and_experiments_by_run_
     assert {(job.method, job.M) for job in study_jobs(BASE) if job.experiment == "uci"} >= {("fbnn", 500)}
 
 
-@pytest.mark.parametrize("likelihood, key", [
-    ({"likelihood_options": {"classes": 2}}, "dataset_options.mnist.likelihood_options"),
-    ({"likelihood": "bernoulli", "likelihood_options": {}}, "dataset_options.mnist.likelihood")])
+@pytest.mark.parametrize(
+    "likelihood, key",
+    [
+        ({"likelihood_options": {"classes": 2}}, "dataset_options.mnist.likelihood_options"),
+        ({"likelihood": "bernoulli", "likelihood_options": {}}, "dataset_options.mnist.likelihood"),
+    ],
+)
 def test_a_registered_data_set_with_other_classes_than_its_labels_is_refused(likelihood, key):
     """MNIST's ten labels under softmax with classes: 2 (or bernoulli) trained 'ok', reading past the class axis."""
     config = with_nested(datasets=["mnist"], run_experiments=["classification"])
     config["dataset_options"]["mnist"].update(likelihood)
     config["experiments"]["classification"]["methods"] = {"gpnet": [64]}  # svgp sets its own likelihood
-    with pytest.raises(ConfigError, match=rf"config key \$.{key}: data set 'mnist' has 10 classes \(labels 0..9\), "
-                                          rf"but {key} declares 2"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"config key \$.{key}: data set 'mnist' has 10 classes \(labels 0..9\), "
+        rf"but {key} declares 2",
+    ):
         validate_config(config)
 
 
 def test_a_user_data_set_named_like_a_built_in_one_is_refused_naming_the_key():
     """A user CSV called boston trained as Boston, the tables printing the paper's Boston N, D and values beside it."""
     own = {"source": {"file": "boston.csv", "sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression"}
-    with pytest.raises(ConfigError, match=r"config key \$.dataset_options.boston.source: 'boston' is a built-in data "
-                                          r"set, whose tables print the paper's numbers beside it; .* \(e.g. my_boston\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"config key \$.dataset_options.boston.source: 'boston' is a built-in data "
+        r"set, whose tables print the paper's numbers beside it; .* \(e.g. my_boston\)",
+    ):
         validate_config(with_nested(datasets=["boston"], dataset_options={"boston": own}))
-    validate_config(with_nested(datasets=["my_boston"], dataset_options={"my_boston": own},
-                                experiments={"uci": {"datasets": ["my_boston"]}}))
+    validate_config(
+        with_nested(
+            datasets=["my_boston"], dataset_options={"my_boston": own}, experiments={"uci": {"datasets": ["my_boston"]}}
+        )
+    )

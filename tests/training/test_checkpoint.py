@@ -6,7 +6,7 @@ import threading
 import pytest
 import torch
 
-from gpstudy.training.checkpoint import CheckpointError, Checkpointer, load
+from gpstudy.training.checkpoint import Checkpointer, CheckpointError, load
 
 CPU = torch.device("cpu")
 
@@ -65,7 +65,9 @@ def test_what_is_written_is_the_state_when_the_checkpoint_was_taken(tmp_path, mo
         checkpoints.wait()
         assert torch.equal(load(tmp_path / "c.pt", "run", CPU)["method"]["weights"], torch.arange(6.0).reshape(2, 3))
         assert load(tmp_path / "c.pt", "run", CPU)["curve"] == [{"iteration": 1, "objective": [1.0, 2.0]}]
-        checkpoints.write({"method": {"weights": weights}, "curve": curve, "fingerprint": "run"})  # into the same memory
+        checkpoints.write(
+            {"method": {"weights": weights}, "curve": curve, "fingerprint": "run"}
+        )  # into the same memory
         weights.mul_(2)
     state = load(tmp_path / "c.pt", "run", CPU)
     assert torch.equal(state["method"]["weights"], -torch.arange(6.0).reshape(2, 3))
@@ -101,8 +103,19 @@ def test_a_failed_last_write_fails_fit(tmp_path, monkeypatch):
     method.loss = lambda x, y, step, generators: ((method(x).squeeze(-1) - y) ** 2).mean(-1)
     method.natural_update = lambda: None
     with pytest.raises(CheckpointError, match=r"c\.pt cannot be written"):
-        fit(method, x, x[..., 0], iterations=12, batch_size=5, lr=0.01, generators=[torch.Generator()],
-            evaluate=dict, eval_every=100, checkpoint=tmp_path / "c.pt", checkpoint_every=10)
+        fit(
+            method,
+            x,
+            x[..., 0],
+            iterations=12,
+            batch_size=5,
+            lr=0.01,
+            generators=[torch.Generator()],
+            evaluate=dict,
+            eval_every=100,
+            checkpoint=tmp_path / "c.pt",
+            checkpoint_every=10,
+        )
 
 
 def test_a_failed_write_while_another_error_leaves_is_logged_not_raised(tmp_path, monkeypatch, caplog):

@@ -10,15 +10,14 @@ import pandas as pd
 import pytest
 import torch
 
-from gpstudy.training import progress
 from gpstudy.data import Split
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods import METHODS, compile_problem
-from gpstudy.training.pretrain import load_hyperparameters, readable_hyperparameters
 from gpstudy.study.settings import SettingsError
-from gpstudy.training import BatchSampler, exact_reference, pretrain_splits, run_splits, train_splits
+from gpstudy.training import BatchSampler, exact_reference, pretrain_splits, progress, run_splits, train_splits
 from gpstudy.training.fit import step_as_symbol_supported
+from gpstudy.training.pretrain import load_hyperparameters, readable_hyperparameters
 from gpstudy.training.run import SplitsProblem, method_config
 
 
@@ -55,19 +54,33 @@ def test_split_trained_in_a_batch_equals_the_split_trained_alone(tmp_path, metho
     splits = {s: toy_split(seed=s) for s in range(3)}
     options = {"hidden_units": 16, "measurement": "noisy", "mean_basis": 5}  # small, for the methods that have them
     network = {key: value for key, value in options.items() if key in METHODS[method].options_schema}
-    settings = settings_for(method=method, M=8, iterations=30, batch_size=16, pretrain=True, pretrain_iterations=5,
-                            eval_every=10, checkpoint_every=1000, **network)
+    settings = settings_for(
+        method=method,
+        M=8,
+        iterations=30,
+        batch_size=16,
+        pretrain=True,
+        pretrain_iterations=5,
+        eval_every=10,
+        checkpoint_every=1000,
+        **network,
+    )
     batched = train_splits(splits, settings, folders(tmp_path / "batch", splits), tmp_path / "batch.pt")
     alone = train_splits({1: splits[1]}, settings, folders(tmp_path / "alone", [1]), tmp_path / "alone.pt")
     assert batched[1]["batch_splits"] == [0, 1, 2] and alone[1]["batch_splits"] == [1]
     for key in ("rmse", "test_ll"):
         assert batched[1][key] == pytest.approx(alone[1][key], rel=1e-8, abs=1e-8)
         assert len({batched[s][key] for s in splits}) == 3  # every split has numbers of its own
-    np.testing.assert_allclose(np.array(batched[1]["hyperparameters"]["lengthscale"]),
-                               np.array(alone[1]["hyperparameters"]["lengthscale"]), rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(
+        np.array(batched[1]["hyperparameters"]["lengthscale"]),
+        np.array(alone[1]["hyperparameters"]["lengthscale"]),
+        rtol=1e-8,
+        atol=1e-8,
+    )
     curves = [pd.read_csv(tmp_path / run / "split1/learning_curve.csv") for run in ("batch", "alone")]
-    np.testing.assert_allclose(curves[0][["objective", "rmse", "test_ll"]], curves[1][["objective", "rmse", "test_ll"]],
-                               rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(
+        curves[0][["objective", "rmse", "test_ll"]], curves[1][["objective", "rmse", "test_ll"]], rtol=1e-8, atol=1e-8
+    )
 
 
 def test_batch_parameters_equal_each_split_alone(settings_for):
@@ -76,15 +89,32 @@ def test_batch_parameters_equal_each_split_alone(settings_for):
     from gpstudy.training import fit
 
     splits = {s: toy_split(seed=s) for s in range(3)}
-    settings = settings_for(method="gpnet", M=8, iterations=25, batch_size=16, hidden_units=16,
-                            measurement="train", online_hyperparameters=True)
+    settings = settings_for(
+        method="gpnet",
+        M=8,
+        iterations=25,
+        batch_size=16,
+        hidden_units=16,
+        measurement="train",
+        online_hyperparameters=True,
+    )
     trained = {}
     for name, chosen in (("batch", splits), ("alone", {2: splits[2]})):
         problem = SplitsProblem(chosen, settings, None)
-        method = build_method("gpnet", problem,
-                              method_config(settings, problem.x_train.shape[-2], problem.x_mean, problem.x_std))
-        fit(method, problem.x_train, problem.y_train, iterations=25, batch_size=16, lr=0.01,
-            generators=problem.generators, evaluate=dict, eval_every=100)
+        method = build_method(
+            "gpnet", problem, method_config(settings, problem.x_train.shape[-2], problem.x_mean, problem.x_std)
+        )
+        fit(
+            method,
+            problem.x_train,
+            problem.y_train,
+            iterations=25,
+            batch_size=16,
+            lr=0.01,
+            generators=problem.generators,
+            evaluate=dict,
+            eval_every=100,
+        )
         trained[name] = method.state_dict()
     for key, value in trained["alone"].items():
         torch.testing.assert_close(trained["batch"][key][2], value[0], rtol=1e-8, atol=1e-8, msg=key)
@@ -93,7 +123,9 @@ def test_batch_parameters_equal_each_split_alone(settings_for):
 def test_splits_of_unequal_sizes_are_refused_with_their_sizes(tmp_path, settings_for):
     splits = {0: toy_split(), 1: toy_split(n=50, seed=1)}
     with pytest.raises(ValueError, match=r"equal train/test sizes.*split 1: train \(50, 2\)"):
-        train_splits(splits, settings_for(method="svgp", M=4, iterations=2), folders(tmp_path, splits), tmp_path / "c.pt")
+        train_splits(
+            splits, settings_for(method="svgp", M=4, iterations=2), folders(tmp_path, splits), tmp_path / "c.pt"
+        )
 
 
 def test_a_split_that_fails_becomes_a_failed_row_while_the_others_train_on(tmp_path, monkeypatch, settings_for):
@@ -126,20 +158,32 @@ def test_a_split_that_fails_becomes_a_failed_row_while_the_others_train_on(tmp_p
     assert json.loads((tmp_path / "split1/metrics.json").read_text())["status"] == results[1]["status"]
 
 
-@pytest.mark.parametrize("method, options", [
-    ("svgp", {}),
-    ("svgp", {"inducing_init": "training_points", "learn_inducing_inputs": False,  # L_Z factored once per session
-              "online_hyperparameters": False}),
-    ("gpnet", {"hidden_units": 16, "measurement": "train"}),
-    ("svgp", {"checkpoint_every": None, "checkpoint_minutes": 1e-9}),  # by the clock: after every iteration
-], ids=["svgp", "svgp_fixed_z", "gpnet", "svgp_by_time"])
+@pytest.mark.parametrize(
+    "method, options",
+    [
+        ("svgp", {}),
+        (
+            "svgp",
+            {
+                "inducing_init": "training_points",
+                "learn_inducing_inputs": False,  # L_Z factored once per session
+                "online_hyperparameters": False,
+            },
+        ),
+        ("gpnet", {"hidden_units": 16, "measurement": "train"}),
+        ("svgp", {"checkpoint_every": None, "checkpoint_minutes": 1e-9}),  # by the clock: after every iteration
+    ],
+    ids=["svgp", "svgp_fixed_z", "gpnet", "svgp_by_time"],
+)
 def test_resume_after_a_crash_is_bit_identical(tmp_path, method, options, monkeypatch, settings_for):
-    settings = settings_for(method=method, M=8, iterations=30, batch_size=16, eval_every=5,
-                            **{"checkpoint_every": 10, **options})
+    settings = settings_for(
+        method=method, M=8, iterations=30, batch_size=16, eval_every=5, **{"checkpoint_every": 10, **options}
+    )
     splits = {0: toy_split(), 1: toy_split(seed=1)}
     uninterrupted = train_splits(splits, settings, folders(tmp_path / "a", splits), tmp_path / "a.pt")
 
     import gpstudy.training.run as run_module
+
     real_metrics = run_module.task_metrics
     calls = {"n": 0}
 
@@ -158,16 +202,19 @@ def test_resume_after_a_crash_is_bit_identical(tmp_path, method, options, monkey
     for s in splits:
         for key in ("rmse", "test_ll", "hyperparameters"):
             assert resumed[s][key] == uninterrupted[s][key]
-        curves = [pd.read_csv(tmp_path / run / f"split{s}/learning_curve.csv").drop(columns="seconds")
-                  for run in ("a", "b")]
+        curves = [
+            pd.read_csv(tmp_path / run / f"split{s}/learning_curve.csv").drop(columns="seconds") for run in ("a", "b")
+        ]
         pd.testing.assert_frame_equal(curves[0], curves[1])
         assert len(curves[0]) == 6
 
 
 def test_an_error_that_is_not_the_methods_fails_the_job(tmp_path, settings_for):
     """Only a failure of the method itself is a failed row (tests/faults); anything else is raised."""
-    settings = replace(settings_for(method="gpnet", M=4, iterations=3), options={
-        **settings_for(method="gpnet", M=4).options, "measurement": "nowhere"})  # past the config's validation
+    settings = replace(
+        settings_for(method="gpnet", M=4, iterations=3),
+        options={**settings_for(method="gpnet", M=4).options, "measurement": "nowhere"},
+    )  # past the config's validation
     with pytest.raises(ValueError, match="nowhere"):
         run_splits({0: toy_split()}, settings, {0: tmp_path}, tmp_path / "c.pt", {0: {"dataset": "toy"}})
     assert not (tmp_path / "metrics.json").exists()
@@ -229,12 +276,29 @@ def labelled_split(seed: int = 0) -> Split:
 
 
 def test_a_softmax_run_evaluates_by_monte_carlo_the_same_each_time(tmp_path, settings_for):
-    settings = settings_for("autogp", 4, likelihood="softmax", likelihood_options={"classes": 3}, iterations=6,
-                            batch_size=10, eval_every=3, samples=5)
-    runs = [train_splits({0: labelled_split(0), 1: labelled_split(1)}, settings, folders(tmp_path / run, [0, 1]),
-                         tmp_path / f"{run}.pt") for run in ("a", "b")]
+    settings = settings_for(
+        "autogp",
+        4,
+        likelihood="softmax",
+        likelihood_options={"classes": 3},
+        iterations=6,
+        batch_size=10,
+        eval_every=3,
+        samples=5,
+    )
+    runs = [
+        train_splits(
+            {0: labelled_split(0), 1: labelled_split(1)},
+            settings,
+            folders(tmp_path / run, [0, 1]),
+            tmp_path / f"{run}.pt",
+        )
+        for run in ("a", "b")
+    ]
     for s in (0, 1):
-        assert runs[0][s]["status"] == "ok" and all(runs[0][s][key] == runs[1][s][key] for key in ("error_rate", "test_ll"))
+        assert runs[0][s]["status"] == "ok" and all(
+            runs[0][s][key] == runs[1][s][key] for key in ("error_rate", "test_ll")
+        )
     assert 0 <= runs[0][0]["error_rate"] <= 1 and runs[0][0]["test_ll"] < 0
 
 
@@ -277,11 +341,13 @@ def test_a_compiled_method_trains_as_the_eager_one(tmp_path, settings_for, metho
     for s in splits:
         for key in ("rmse", "test_ll"):
             assert runs[True][s][key] == pytest.approx(runs[False][s][key], rel=1e-8)
-        np.testing.assert_allclose(runs[True][s]["hyperparameters"]["lengthscale"],
-                                   runs[False][s]["hyperparameters"]["lengthscale"], rtol=1e-8)
+        np.testing.assert_allclose(
+            runs[True][s]["hyperparameters"]["lengthscale"], runs[False][s]["hyperparameters"]["lengthscale"], rtol=1e-8
+        )
         curves = [pd.read_csv(tmp_path / str(compiled) / f"split{s}/learning_curve.csv") for compiled in (False, True)]
-        np.testing.assert_allclose(curves[1][["objective", "rmse", "test_ll"]], curves[0][["objective", "rmse", "test_ll"]],
-                                   rtol=1e-8)
+        np.testing.assert_allclose(
+            curves[1][["objective", "rmse", "test_ll"]], curves[0][["objective", "rmse", "test_ll"]], rtol=1e-8
+        )
 
 
 def test_a_job_refuses_to_compile_a_method_its_torch_cannot(tmp_path, monkeypatch, settings_for):

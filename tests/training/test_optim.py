@@ -24,7 +24,7 @@ def problem(singular_split: bool, draw: bool = True):
         if singular_split:
             base[1] = torch.ones(3, 3, dtype=DTYPE) - 1e-6 * torch.eye(3, dtype=DTYPE)  # rank one, slightly under
         factor = cholesky(base + 1e-9 * torch.diag_embed(parameter.square()))
-        return (factor.diagonal(dim1=-2, dim2=-1).log().sum(-1) + (parameter * noise).square().sum(-1))
+        return factor.diagonal(dim1=-2, dim2=-1).log().sum(-1) + (parameter * noise).square().sum(-1)
 
     return parameter, generators, objective
 
@@ -118,6 +118,7 @@ def test_a_natural_update_is_computed_before_and_applied_after_the_optimizers_st
         def apply() -> None:
             with torch.no_grad():
                 other.add_(1.0)
+
         return apply
 
     optimizer_step(adam([parameter], 0.1, parameter.device), objective, generators, natural_update)

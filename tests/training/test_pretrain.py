@@ -8,12 +8,18 @@ import pytest
 import torch
 
 from gpstudy import numerics
-from gpstudy.runtime.host_sync import HostSyncCounter
 from gpstudy.kernels import KERNELS, RBF, build_kernel
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.methods.exact_gp import log_marginal_likelihood
-from gpstudy.training.pretrain import (hyperparameters_to_dict, load_hyperparameters, pretrain_hyperparameters,
-                                       readable_hyperparameters, stack_hyperparameters, unstack_hyperparameters)
+from gpstudy.runtime.host_sync import HostSyncCounter
+from gpstudy.training.pretrain import (
+    hyperparameters_to_dict,
+    load_hyperparameters,
+    pretrain_hyperparameters,
+    readable_hyperparameters,
+    stack_hyperparameters,
+    unstack_hyperparameters,
+)
 from gpstudy.training.stopping import RERUN_STATUS, Stopped
 
 DTYPE = numerics.DEFAULT_DTYPE
@@ -56,17 +62,24 @@ def test_pretraining_is_reproducible_from_the_generator():
 def test_hyperparameters_round_trip_through_json():
     kernel, likelihood = RBF(2, lengthscale=[0.3, 4.0], variance=2.5), GaussianLikelihood(0.02)
     saved = json.loads(json.dumps(hyperparameters_to_dict(kernel, likelihood)))
-    assert saved == {"kernel": {"raw_lengthscale": saved["kernel"]["raw_lengthscale"],
-                                "raw_variance": saved["kernel"]["raw_variance"]},
-                     "likelihood": {"raw_noise_variance": saved["likelihood"]["raw_noise_variance"]}}  # state dicts
+    assert saved == {
+        "kernel": {
+            "raw_lengthscale": saved["kernel"]["raw_lengthscale"],
+            "raw_variance": saved["kernel"]["raw_variance"],
+        },
+        "likelihood": {"raw_noise_variance": saved["likelihood"]["raw_noise_variance"]},
+    }  # state dicts
     restored_kernel, restored_likelihood = RBF(2), GaussianLikelihood()
     load_hyperparameters(restored_kernel, restored_likelihood, saved)
     torch.testing.assert_close(restored_kernel.lengthscale, kernel.lengthscale, rtol=1e-12, atol=0)
     torch.testing.assert_close(restored_kernel.variance, kernel.variance, rtol=1e-12, atol=0)
     torch.testing.assert_close(restored_likelihood.noise_variance, likelihood.noise_variance, rtol=1e-12, atol=0)
     readable = readable_hyperparameters(kernel, likelihood)
-    assert readable["lengthscale"] == pytest.approx([0.3, 4.0]) and set(readable) == {"lengthscale", "variance",
-                                                                                     "noise_variance"}
+    assert readable["lengthscale"] == pytest.approx([0.3, 4.0]) and set(readable) == {
+        "lengthscale",
+        "variance",
+        "noise_variance",
+    }
     assert (readable["variance"], readable["noise_variance"]) == pytest.approx((2.5, 0.02))
 
 
@@ -96,12 +109,21 @@ def test_a_pretraining_iteration_synchronises_with_the_host_once():
 
 
 def test_pretraining_without_a_checkpoint_stops_at_its_step_on_a_signal_and_restores_the_handlers(
-        pretraining_steps, recorded_signals):
+    pretraining_steps, recorded_signals
+):
     steps = pretraining_steps(sigterm_at=3)
     x = torch.linspace(-1, 1, 20, dtype=DTYPE)[:, None]
     with pytest.raises(Stopped, match="^pretraining stopped at iteration 3 on SIGTERM, no checkpoint$") as stopped:
-        pretrain_hyperparameters(x, torch.sin(3 * x[:, 0]), RBF(1), GaussianLikelihood(0.1),
-                                 subset_size=10, iterations=50, lr=0.01, generators=torch.Generator().manual_seed(0))
+        pretrain_hyperparameters(
+            x,
+            torch.sin(3 * x[:, 0]),
+            RBF(1),
+            GaussianLikelihood(0.1),
+            subset_size=10,
+            iterations=50,
+            lr=0.01,
+            generators=torch.Generator().manual_seed(0),
+        )
     assert stopped.value.code == RERUN_STATUS and len(steps) == 3
     assert recorded_signals == []
     signal.raise_signal(signal.SIGTERM)
@@ -109,7 +131,8 @@ def test_pretraining_without_a_checkpoint_stops_at_its_step_on_a_signal_and_rest
 
 
 def test_a_signalled_pretraining_checkpoints_and_resumes_to_an_uninterrupted_runs_numbers(
-        tmp_path, caplog, pretraining_steps, recorded_signals):
+    tmp_path, caplog, pretraining_steps, recorded_signals
+):
     """The checkpoint holds all that later steps read (parameters, Adam's moments and step counts, each
     split's subset) and the generators: a batch of two splits resumed after step 5 ends bit for bit as
     uninterrupted."""
@@ -121,8 +144,18 @@ def test_a_signalled_pretraining_checkpoints_and_resumes_to_an_uninterrupted_run
     def pretrain(saved_to):
         kernel, likelihood = build_kernel("rbf", 1, {}, DTYPE, (2,)), GaussianLikelihood(0.1, batch_shape=(2,))
         generators = [torch.Generator().manual_seed(seed) for seed in (0, 1)]
-        objective = pretrain_hyperparameters(x, y, kernel, likelihood, subset_size=30, iterations=12, lr=0.05,
-                                             generators=generators, checkpoint=saved_to, fingerprint="run")
+        objective = pretrain_hyperparameters(
+            x,
+            y,
+            kernel,
+            likelihood,
+            subset_size=30,
+            iterations=12,
+            lr=0.05,
+            generators=generators,
+            checkpoint=saved_to,
+            fingerprint="run",
+        )
         return hyperparameters_to_dict(kernel, likelihood), objective.tolist(), [g.get_state() for g in generators]
 
     uninterrupted = pretrain(None)

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from gpstudy.training import progress
 from gpstudy.cli import main
-from gpstudy.runtime.host_sync import HostSyncCounter
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood
 from gpstudy.notebook import fit
+from gpstudy.runtime.host_sync import HostSyncCounter
+from gpstudy.training import progress
 from gpstudy.training.pretrain import pretrain_hyperparameters
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +37,8 @@ def messages(caplog, prefix: str) -> list[str]:
 
 
 def test_a_short_runs_log_has_k_of_t_percent_rate_elapsed_and_eta_at_the_interval_and_each_evaluation(
-        data, monkeypatch, caplog):
+    data, monkeypatch, caplog
+):
     """A host clock that moves 10 s at each reading (one a step, one at the start): with lines every 30 s, a
     line at iterations 3 and 8 by the clock, and at 5 and 10, the evaluations, by the schedule."""
     monkeypatch.setattr(progress, "clock", itertools.count(10, 10).__next__)
@@ -48,7 +49,8 @@ def test_a_short_runs_log_has_k_of_t_percent_rate_elapsed_and_eta_at_the_interva
         "training: iteration 3 of 10 (30%), 0.1 it/s, elapsed 0:00:30, ETA 0:01:10",
         "training: iteration 5 of 10 (50%), 0.1 it/s, elapsed 0:00:50, ETA 0:00:50",
         "training: iteration 8 of 10 (80%), 0.1 it/s, elapsed 0:01:20, ETA 0:00:20",
-        "training: iteration 10 of 10 (100%), 0.1 it/s, elapsed 0:01:40, ETA 0:00:00"]
+        "training: iteration 10 of 10 (100%), 0.1 it/s, elapsed 0:01:40, ETA 0:00:00",
+    ]
     assert [": objective " in line for line in lines[:-1]] == [False, True, False, True]  # the evaluations'
     assert lines[-1].startswith("training done: objective ") and "lengthscale" in lines[-1]
 
@@ -62,6 +64,7 @@ def test_the_rate_and_eta_count_a_resumed_runs_iterations_since_resuming(monkeyp
 
 def test_progress_lines_add_no_host_synchronisation(data, monkeypatch):
     """A line at every step (interval 0) synchronises as often, and where, as lines 30 s apart (none here)."""
+
     def synchronisations(every: float) -> list[tuple[str, str, bool]]:
         monkeypatch.setattr(progress, "LOG_SECONDS", every)
         with HostSyncCounter() as counter:
@@ -93,8 +96,9 @@ def test_a_person_watches_a_terminal_or_a_notebook_never_a_snakemake_job(monkeyp
     assert not progress.watched()  # a file or a pipe: a batch job
     monkeypatch.setattr(sys, "stderr", Terminal())
     assert progress.watched()
-    monkeypatch.setattr(sys.modules["__main__"], "snakemake", types.SimpleNamespace(scriptdir=str(REPO / "scripts")),
-                        raising=False)
+    monkeypatch.setattr(
+        sys.modules["__main__"], "snakemake", types.SimpleNamespace(scriptdir=str(REPO / "scripts")), raising=False
+    )
     assert not progress.watched()
     monkeypatch.delattr(sys.modules["__main__"], "snakemake")
     monkeypatch.setattr(sys, "stderr", io.StringIO())
@@ -105,8 +109,21 @@ def test_a_person_watches_a_terminal_or_a_notebook_never_a_snakemake_job(monkeyp
 def test_gpstudy_train_shows_a_bar_on_a_terminal_and_none_in_a_batch_job(tmp_path, monkeypatch, shared_data):
     pytest.importorskip("tqdm")
     monkeypatch.chdir(tmp_path)
-    command = ["train", "--configfile", str(REPO / "configs/quick.yaml"), "--dataset", "snelson", "--method", "svgp",
-               "--M", "5", "--iterations", "20", "--mirror", str(shared_data)]
+    command = [
+        "train",
+        "--configfile",
+        str(REPO / "configs/quick.yaml"),
+        "--dataset",
+        "snelson",
+        "--method",
+        "svgp",
+        "--M",
+        "5",
+        "--iterations",
+        "20",
+        "--mirror",
+        str(shared_data),
+    ]
     for stream, bar in ((io.StringIO(), False), (Terminal(), True)):
         monkeypatch.setattr(sys, "stderr", stream)
         main(command + ["--out", str(tmp_path / type(stream).__name__)])
@@ -125,4 +142,5 @@ def test_the_first_iteration_compiling_makes_no_eta_of_days(monkeypatch, caplog)
     assert messages(caplog, "training") == [
         "training: iteration 1 of 40000 (0%), elapsed 0:04:30 (the first iteration: compilation, warm-up), ETA at "
         "the next line: objective 1",
-        "training: iteration 301 of 40000 (1%), 10.0 it/s, elapsed 0:05:00, ETA 1:06:10"]
+        "training: iteration 301 of 40000 (1%), 10.0 it/s, elapsed 0:05:00, ETA 1:06:10",
+    ]

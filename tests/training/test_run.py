@@ -10,18 +10,34 @@ import torch
 
 import gpstudy.training.run as run_module
 from gpstudy.data import Split
-from gpstudy.linalg import CholeskyError
 from gpstudy.io import read_json
-from gpstudy.training.stopping import Stopped
+from gpstudy.linalg import CholeskyError
 from gpstudy.study import RunSettings, run_settings
-from gpstudy.training.run import (PRETRAINING_READS, initial_kernel, method_config, pretrain_splits,
-                                  pretraining_fingerprint, run_fingerprint, run_splits, train_splits)
+from gpstudy.training.run import (
+    PRETRAINING_READS,
+    initial_kernel,
+    method_config,
+    pretrain_splits,
+    pretraining_fingerprint,
+    run_fingerprint,
+    run_splits,
+    train_splits,
+)
+from gpstudy.training.stopping import Stopped
 
 
 def split(seed: int = 0) -> Split:
     rng = np.random.default_rng(seed)
-    return Split(x_train=rng.normal(size=(8, 2)), y_train=rng.normal(size=8), x_test=rng.normal(size=(4, 2)),
-                 y_test=rng.normal(size=4), x_mean=np.zeros(2), x_std=np.ones(2), y_mean=0.0, y_std=1.0)
+    return Split(
+        x_train=rng.normal(size=(8, 2)),
+        y_train=rng.normal(size=8),
+        x_test=rng.normal(size=(4, 2)),
+        y_test=rng.normal(size=4),
+        x_mean=np.zeros(2),
+        x_std=np.ones(2),
+        y_mean=0.0,
+        y_std=1.0,
+    )
 
 
 def test_box_moves_to_standardized_inputs(study_config):
@@ -43,8 +59,10 @@ def test_a_fresh_kernel_starts_at_the_initial_lengthscale(settings_for):
 
 def test_the_fingerprint_holds_the_device_type_not_the_gpu_index(settings_for):
     settings, splits = settings_for("svgp", 4), {0: split()}
-    on = {device: run_fingerprint(replace(settings, device=device), splits, None)
-          for device in ("cuda:0", "cuda:1", "cuda", "cpu")}
+    on = {
+        device: run_fingerprint(replace(settings, device=device), splits, None)
+        for device in ("cuda:0", "cuda:1", "cuda", "cpu")
+    }
     assert on["cuda:0"] == on["cuda:1"] == on["cuda"]
     assert on["cpu"] != on["cuda"]
     assert run_fingerprint(replace(settings, dtype="float32", device="cpu"), splits, None) != on["cpu"]
@@ -62,10 +80,19 @@ def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_pat
     and the dtype it trained in (issue 35, item 11d)."""
     rng = np.random.default_rng(0)
     n, n_test, d = 12, 5, 3
-    split = Split(x_train=rng.normal(size=(n, d)), y_train=rng.normal(size=n), x_test=rng.normal(size=(n_test, d)),
-                  y_test=rng.normal(size=n_test), x_mean=np.zeros(d), x_std=np.ones(d), y_mean=0.0, y_std=1.0)
-    run = settings_for("svgp", 4, iterations=2, batch_size=n, eval_every=1, pretrain=False, device="cpu",
-                       dtype="float32")
+    split = Split(
+        x_train=rng.normal(size=(n, d)),
+        y_train=rng.normal(size=n),
+        x_test=rng.normal(size=(n_test, d)),
+        y_test=rng.normal(size=n_test),
+        x_mean=np.zeros(d),
+        x_std=np.ones(d),
+        y_mean=0.0,
+        y_std=1.0,
+    )
+    run = settings_for(
+        "svgp", 4, iterations=2, batch_size=n, eval_every=1, pretrain=False, device="cpu", dtype="float32"
+    )
     results = train_splits({0: split}, run, {0: tmp_path}, tmp_path / "checkpoint.pt")
     assert (results[0]["n_train"], results[0]["n_test"], results[0]["D"]) == (n, n_test, d)
     assert results[0]["dtype"] == "float32"
@@ -102,9 +129,19 @@ def test_a_run_sets_its_tf32_setting_and_records_whether_tf32_was_in_effect(sett
 def test_pretraining_reads_no_setting_beyond_its_params(settings_for):
     """The pretraining job's params are PRETRAINING_READS (rules/common.smk): every other setting, changed,
     leaves its hyperparameters bit-identical, so that no change of it need rerun the job (issue 35, item 11b)."""
-    others = {"method": "svgp", "M": 7, "options": {"unread": 1}, "iterations": 3, "batch_size": 5, "lr": 0.5,
-              "pretrain": True, "checkpoint_minutes": 0.5, "checkpoint_every": 2, "eval_every": 3,
-              "torch_compile": True}
+    others = {
+        "method": "svgp",
+        "M": 7,
+        "options": {"unread": 1},
+        "iterations": 3,
+        "batch_size": 5,
+        "lr": 0.5,
+        "pretrain": True,
+        "checkpoint_minutes": 0.5,
+        "checkpoint_every": 2,
+        "eval_every": 3,
+        "torch_compile": True,
+    }
     assert set(others) | set(PRETRAINING_READS) == {field.name for field in fields(RunSettings)}
     settings = settings_for("exact", 1, pretrain_iterations=3, pretrain_subset=6)
     assert all(getattr(settings, key) != value for key, value in others.items())
@@ -117,15 +154,18 @@ def test_pretraining_reads_no_setting_beyond_its_params(settings_for):
 
 @pytest.mark.parametrize("stopped", ["itself", "split 1", "other data", "pretrain_lr 0.2"])
 def test_pretraining_resumes_from_its_own_checkpoint_alone_and_removes_it_when_done(
-        stopped, settings_for, tmp_path, caplog, pretraining_steps, recorded_signals):
+    stopped, settings_for, tmp_path, caplog, pretraining_steps, recorded_signals
+):
     """Split 0 pretrained with the checkpoint a stopped pretraining left: its own is resumed; one of another split
     index (its own seed), data or setting is discarded with a warning, never resumed; either way the numbers
     are an uninterrupted run's, and the checkpoint is gone once pretraining is done."""
     settings, checkpoint = settings_for("exact", 1, pretrain_iterations=8, pretrain_subset=6), tmp_path / "c.pt"
     fresh = pretrain_splits({0: split()}, settings)
-    splits, changed = {"split 1": ({1: split()}, settings), "other data": ({0: split(seed=1)}, settings),
-                       "pretrain_lr 0.2": ({0: split()}, replace(settings, pretrain_lr=0.2))
-                       }.get(stopped, ({0: split()}, settings))
+    splits, changed = {
+        "split 1": ({1: split()}, settings),
+        "other data": ({0: split(seed=1)}, settings),
+        "pretrain_lr 0.2": ({0: split()}, replace(settings, pretrain_lr=0.2)),
+    }.get(stopped, ({0: split()}, settings))
     pretraining_steps(sigterm_at=3)
     with pytest.raises(Stopped, match="^checkpointed at iteration 3 on SIGTERM$"):
         pretrain_splits(splits, changed, checkpoint)
@@ -134,6 +174,7 @@ def test_pretraining_resumes_from_its_own_checkpoint_alone_and_removes_it_when_d
     assert pretrain_splits({0: split()}, settings, checkpoint) == fresh
     resumed = f"resumed from {checkpoint} at iteration 4" in caplog.messages
     discarded = f"checkpoint {checkpoint} belongs to other settings, splits, start or code: discarded, starting afresh"
-    assert (resumed, discarded in caplog.messages, len(steps)) == ((True, False, 5) if stopped == "itself" else
-                                                                   (False, True, 8))
+    assert (resumed, discarded in caplog.messages, len(steps)) == (
+        (True, False, 5) if stopped == "itself" else (False, True, 8)
+    )
     assert not checkpoint.exists() and list(tmp_path.iterdir()) == []

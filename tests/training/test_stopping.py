@@ -39,16 +39,41 @@ def train_command(shared_data: Path, out: Path) -> list[str]:
     """``gpstudy train`` of SVGP on Snelson (configs/quick.yaml), ITERATIONS steps, a checkpoint every 5
     (the file ``every5.yaml`` beside ``out``)."""
     (out.parent / "every5.yaml").write_text("training: {checkpoint_every: 5, eval_every: 100}\n")
-    return [sys.executable, "-c", "from gpstudy.cli import main; main()", "train", "--configfile",
-            str(REPO / "configs/quick.yaml"), str(out.parent / "every5.yaml"),
-            "--dataset", "snelson", "--method", "svgp", "--M", "5", "--iterations", str(ITERATIONS),
-            "--mirror", str(shared_data), "--out", str(out), "--threads", "1"]
+    return [
+        sys.executable,
+        "-c",
+        "from gpstudy.cli import main; main()",
+        "train",
+        "--configfile",
+        str(REPO / "configs/quick.yaml"),
+        str(out.parent / "every5.yaml"),
+        "--dataset",
+        "snelson",
+        "--method",
+        "svgp",
+        "--M",
+        "5",
+        "--iterations",
+        str(ITERATIONS),
+        "--mirror",
+        str(shared_data),
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+    ]
 
 
 def run(command: list[str], cwd: Path, log: Path) -> int:
     with open(log, "w") as stderr:
-        return subprocess.run(command, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
-                              stderr=stderr, timeout=600).returncode
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            timeout=600,
+        ).returncode
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +85,18 @@ def uninterrupted(tmp_path_factory, shared_data) -> dict:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGUSR1])
-def test_a_signalled_train_checkpoints_exits_for_a_rerun_which_resumes_to_the_same_numbers(tmp_path, shared_data, stop,
-                                                                                           uninterrupted):
+def test_a_signalled_train_checkpoints_exits_for_a_rerun_which_resumes_to_the_same_numbers(
+    tmp_path, shared_data, stop, uninterrupted
+):
     out = tmp_path / "stopped"
     with open(tmp_path / "first.log", "w") as stderr:
-        process = subprocess.Popen(train_command(shared_data, out), cwd=tmp_path, stdout=subprocess.DEVNULL,
-                                   stderr=stderr, env={**os.environ, "PYTHONPATH": str(REPO)})
+        process = subprocess.Popen(
+            train_command(shared_data, out),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         try:
             wait_for((out / "checkpoint.pt").exists, process, "first checkpoint")  # training under way
             process.send_signal(stop)
@@ -74,8 +105,11 @@ def test_a_signalled_train_checkpoints_exits_for_a_rerun_which_resumes_to_the_sa
             process.kill()
     first = (tmp_path / "first.log").read_text()
     assert status == RERUN_STATUS, first
-    logged = [int(line.split("checkpointed at iteration ")[1].split()[0]) for line in first.splitlines()
-              if f"on {stop.name}; exit status {RERUN_STATUS}" in line]
+    logged = [
+        int(line.split("checkpointed at iteration ")[1].split()[0])
+        for line in first.splitlines()
+        if f"on {stop.name}; exit status {RERUN_STATUS}" in line
+    ]
     assert len(logged) == 1 and 5 <= logged[0] < ITERATIONS, first
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == logged[0]
     assert not (out / "metrics.json").exists()
@@ -118,9 +152,13 @@ train_splits({0: load_split(split)}, settings, {0: Path(out) / "run"}, Path(out)
 
 def test_a_second_sigterm_during_the_checkpoint_write_leaves_it_whole(tmp_path):
     toy_split(tmp_path / "split.npz")
-    stopped = subprocess.run([sys.executable, "-c", SIGNALLED_TWICE, str(tmp_path / "split.npz"), str(tmp_path),
-                              str(REPO / "config.yaml")], env={**os.environ, "PYTHONPATH": str(REPO)},
-                             capture_output=True, text=True, timeout=120)
+    stopped = subprocess.run(
+        [sys.executable, "-c", SIGNALLED_TWICE, str(tmp_path / "split.npz"), str(tmp_path), str(REPO / "config.yaml")],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert stopped.returncode == RERUN_STATUS, stopped.stderr
     step = torch.load(tmp_path / "c.pt", weights_only=True)["step"]  # whole: it loads
     assert 5 < step < 40 and f"checkpointed at iteration {step} on SIGTERM" in stopped.stderr
@@ -143,18 +181,45 @@ def pretraining_workflow(workdir: Path) -> list[str]:
     """A work folder whose config pretrains two user data sets, ``stopped`` and ``twin``, alike
     (PRETRAIN_ITERATIONS steps) on the same split 0, made by hand; the Snakemake command that runs the two
     pretrain jobs alone, each whatever becomes of the other (``--keep-going``)."""
-    options = {"format": "csv", "target": -1, "task": "regression", "pretrain": True,
-               "pretrain_iterations": PRETRAIN_ITERATIONS}
+    options = {
+        "format": "csv",
+        "target": -1,
+        "task": "regression",
+        "pretrain": True,
+        "pretrain_iterations": PRETRAIN_ITERATIONS,
+    }
     for job in (STOPPED, TWIN):
         toy_split(workdir / paths.SPLIT.format(**job))
-    (workdir / "config.yaml").write_text(yaml.safe_dump({
-        "datasets": ["stopped", "twin"], "splits": 1, "device": "cpu",
-        "dataset_options": {job["dataset"]: {"source": {"file": "data.csv", "sha256": "0" * 64}, **options}
-                            for job in (STOPPED, TWIN)},
-        "experiments": {"pretrained": {"datasets": ["stopped", "twin"], "methods": {"svgp": [5]}}}}))
-    return [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile",
-            str(workdir / "config.yaml"), "--cores", "1", "--allowed-rules", "pretrain", "--keep-going", "--",
-            *(paths.PRETRAINED.format(**job) for job in (STOPPED, TWIN))]
+    (workdir / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "datasets": ["stopped", "twin"],
+                "splits": 1,
+                "device": "cpu",
+                "dataset_options": {
+                    job["dataset"]: {"source": {"file": "data.csv", "sha256": "0" * 64}, **options}
+                    for job in (STOPPED, TWIN)
+                },
+                "experiments": {"pretrained": {"datasets": ["stopped", "twin"], "methods": {"svgp": [5]}}},
+            }
+        )
+    )
+    return [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "1",
+        "--allowed-rules",
+        "pretrain",
+        "--keep-going",
+        "--",
+        *(paths.PRETRAINED.format(**job) for job in (STOPPED, TWIN)),
+    ]
 
 
 def job_pid(log: Path) -> int | None:
@@ -176,11 +241,13 @@ def test_a_signalled_pretraining_job_checkpoints_exits_for_a_rerun_which_resumes
     its twin's, the same pretraining on the same split, run meanwhile by the same Snakemake."""
     command = pretraining_workflow(tmp_path)
     log = tmp_path / "logs/pretrain/stopped/random/split0.log"
-    checkpoint, output = (tmp_path / pattern.format(**STOPPED) for pattern in (paths.PRETRAIN_CHECKPOINT,
-                                                                                paths.PRETRAINED))
+    checkpoint, output = (
+        tmp_path / pattern.format(**STOPPED) for pattern in (paths.PRETRAIN_CHECKPOINT, paths.PRETRAINED)
+    )
     with open(tmp_path / "first.log", "w") as stderr:
-        snakemake = subprocess.Popen(command, cwd=tmp_path, stdout=stderr, stderr=stderr,
-                                     env={**os.environ, "PYTHONPATH": str(REPO)})
+        snakemake = subprocess.Popen(
+            command, cwd=tmp_path, stdout=stderr, stderr=stderr, env={**os.environ, "PYTHONPATH": str(REPO)}
+        )
         try:
             wait_for(lambda: job_pid(log) is not None, snakemake, "the pretraining job's start")
             wait_for(lambda: catches(job_pid(log), signal.SIGTERM), snakemake, "pretraining under way")
@@ -190,8 +257,11 @@ def test_a_signalled_pretraining_job_checkpoints_exits_for_a_rerun_which_resumes
             snakemake.kill()
     first = log.read_text()
     assert snakemake.returncode != 0 and f"exit status {RERUN_STATUS}" in (tmp_path / "first.log").read_text(), first
-    logged = [int(line.split("checkpointed at iteration ")[1].split()[0]) for line in first.splitlines()
-              if f"on SIGTERM; exit status {RERUN_STATUS}: rerun to resume" in line]
+    logged = [
+        int(line.split("checkpointed at iteration ")[1].split()[0])
+        for line in first.splitlines()
+        if f"on SIGTERM; exit status {RERUN_STATUS}: rerun to resume" in line
+    ]
     assert len(logged) == 1 and 1 <= logged[0] < PRETRAIN_ITERATIONS, first
     assert torch.load(checkpoint, weights_only=True)["step"] == logged[0] and not output.exists()
 
@@ -235,9 +305,20 @@ pretrain_splits({0: load_split(split)}, settings, Path(out) / "c.pt")
 
 def test_a_second_sigterm_during_the_pretraining_checkpoints_write_leaves_it_whole(tmp_path):
     toy_split(tmp_path / "split.npz")
-    stopped = subprocess.run([sys.executable, "-c", PRETRAINING_SIGNALLED_TWICE, str(tmp_path / "split.npz"),
-                              str(tmp_path), str(REPO / "config.yaml")], env={**os.environ, "PYTHONPATH": str(REPO)},
-                             capture_output=True, text=True, timeout=120)
+    stopped = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PRETRAINING_SIGNALLED_TWICE,
+            str(tmp_path / "split.npz"),
+            str(tmp_path),
+            str(REPO / "config.yaml"),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert stopped.returncode == RERUN_STATUS, stopped.stderr
     assert torch.load(tmp_path / "c.pt", weights_only=True)["step"] == 3  # whole: it loads
     assert "checkpointed at iteration 3 on SIGTERM; exit status 75: rerun to resume" in stopped.stderr

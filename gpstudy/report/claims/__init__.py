@@ -7,5 +7,19 @@ from gpstudy.report.claims.kinds import KINDS
 from gpstudy.report.claims.protocol import settings_gaps
 from gpstudy.report.claims.report import FAIL, NOT_RUN, PASS, evaluate_claims, write_claims
 
-__all__ = ["Claim", "claims_path", "load_claims", "Evidence", "NotRun", "Posterior", "read_evidence", "KINDS",
-           "settings_gaps", "FAIL", "NOT_RUN", "PASS", "evaluate_claims", "write_claims"]
+__all__ = [
+    "Claim",
+    "claims_path",
+    "load_claims",
+    "Evidence",
+    "NotRun",
+    "Posterior",
+    "read_evidence",
+    "KINDS",
+    "settings_gaps",
+    "FAIL",
+    "NOT_RUN",
+    "PASS",
+    "evaluate_claims",
+    "write_claims",
+]

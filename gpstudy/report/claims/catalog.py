@@ -13,10 +13,14 @@ from gpstudy.report.claims.kinds import KINDS, Planned
 
 CLAIMS_FILE = "paper_claims.yaml"  # the package's claims
 HOLDS_ON = ("all", "most")  # a claim holds when every check passes | when more than half of them do
-COMMON = {"id": {"type": "string", "pattern": "^[A-Za-z0-9_]+$"}, "quote": {"type": "string", "minLength": 1},
-          "experiment": {"type": "string"},
-          "datasets": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True},
-          "holds_on": {"enum": list(HOLDS_ON)}, "kind": {"enum": sorted(KINDS)}}  # every claim's keys
+COMMON = {
+    "id": {"type": "string", "pattern": "^[A-Za-z0-9_]+$"},
+    "quote": {"type": "string", "minLength": 1},
+    "experiment": {"type": "string"},
+    "datasets": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True},
+    "holds_on": {"enum": list(HOLDS_ON)},
+    "kind": {"enum": sorted(KINDS)},
+}  # every claim's keys
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,11 @@ class Claim:
 
     def plan(self) -> list[Planned]:
         """The claim's checks, data set by data set."""
-        return [planned for dataset in self.datasets for planned in KINDS[self.kind].plan(self.experiment, dataset,
-                                                                                          self.params)]
+        return [
+            planned
+            for dataset in self.datasets
+            for planned in KINDS[self.kind].plan(self.experiment, dataset, self.params)
+        ]
 
 
 def claims_path() -> Path:
@@ -62,8 +69,17 @@ def load_claims(path: str | Path | None = None) -> list[Claim]:
             raise ValueError(f"{where}: id {entry['id']!r} is used twice")
         seen.add(entry["id"])
         params = {key: value for key, value in entry.items() if key not in COMMON}
-        claims.append(Claim(entry["id"], entry["quote"], entry["experiment"], tuple(entry["datasets"]),
-                            entry["holds_on"], entry["kind"], params))
+        claims.append(
+            Claim(
+                entry["id"],
+                entry["quote"],
+                entry["experiment"],
+                tuple(entry["datasets"]),
+                entry["holds_on"],
+                entry["kind"],
+                params,
+            )
+        )
     return claims
 
 
@@ -74,8 +90,12 @@ def _problem(entry: object) -> str | None:
     if entry.get("kind") not in KINDS:
         return f"kind {entry.get('kind')!r} is not one of {', '.join(sorted(KINDS))}"
     kind = KINDS[entry["kind"]]
-    schema = {"type": "object", "additionalProperties": False, "properties": {**COMMON, **kind.properties},
-              "required": [*COMMON, *kind.required]}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {**COMMON, **kind.properties},
+        "required": [*COMMON, *kind.required],
+    }
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(entry), key=lambda e: list(e.absolute_path))
     if errors:
         return f"key {errors[0].json_path}: {errors[0].message}"

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from gpstudy.data import load_split
-from gpstudy.report.results import collect_predictions, read_runs
 from gpstudy.report.labels import display_names, method_label
+from gpstudy.report.results import collect_predictions, read_runs
 
 
 def run_label(method: str, m: int) -> str:
@@ -24,9 +24,12 @@ POSTERIOR_MEASURES = ("mean_error", "sd_error")  # measured on a posterior's gri
 RUN_MEASURES = ("rmse", "test_ll")  # read per split from results/runs.csv
 HIGHER_IS_BETTER = ("test_ll",)  # every other measure is an error: lower is better
 SD_OF = {"y": "var_y", "f": "var_f"}  # whose sd a posterior measure compares: the prediction's or the latent's
-MEASURE_NAMES = {"rmse": "test RMSE", "test_ll": "test log-likelihood",
-                 "mean_error": "max |mean - exact mean| / exact sd of {sd_of}",
-                 "sd_error": "max |sd / exact sd - 1| of {sd_of}"}  # how each measure reads in claims.md
+MEASURE_NAMES = {
+    "rmse": "test RMSE",
+    "test_ll": "test log-likelihood",
+    "mean_error": "max |mean - exact mean| / exact sd of {sd_of}",
+    "sd_error": "max |sd / exact sd - 1| of {sd_of}",
+}  # how each measure reads in claims.md
 
 
 class NotRun(Exception):
@@ -95,8 +98,12 @@ class Evidence:
     def ok_splits(self, experiment: str, dataset: str, method: str, M: int) -> pd.DataFrame:
         """The cell's runs with status ok, by split; :class:`NotRun` if there is none."""
         runs = self.runs
-        cell = runs[(runs["experiment"] == experiment) & (runs["dataset"] == dataset) & (runs["method"] == method)
-                    & (runs["M"] == M)]
+        cell = runs[
+            (runs["experiment"] == experiment)
+            & (runs["dataset"] == dataset)
+            & (runs["method"] == method)
+            & (runs["M"] == M)
+        ]
         where = f"{run_label(method, M)} on {dataset} ({experiment})"
         if cell.empty:
             raise NotRun(f"no runs of {where}")
@@ -105,8 +112,9 @@ class Evidence:
             raise NotRun(f"every run of {where} failed")
         return ok.set_index("split")
 
-    def values(self, experiment: str, dataset: str, method: str, M: int, measure: str,
-               sd_of: str | None = None) -> pd.Series:
+    def values(
+        self, experiment: str, dataset: str, method: str, M: int, measure: str, sd_of: str | None = None
+    ) -> pd.Series:
         """The measure of a cell per split (a posterior measure: split 0 alone), oriented as measured."""
         runs = self.ok_splits(experiment, dataset, method, M)
         if measure in RUN_MEASURES:
@@ -157,6 +165,10 @@ def read_evidence(runs: str | Path, posteriors: dict[str, dict], gaps: dict[str,
     drawn = {}
     for experiment, files in posteriors.items():
         split = load_split(files["split"])
-        drawn[experiment] = Posterior(files["dataset"], collect_predictions(files["runs"]),
-                                      pd.read_csv(files["reference"]), split.original_x(split.x_train)[:, 0])
+        drawn[experiment] = Posterior(
+            files["dataset"],
+            collect_predictions(files["runs"]),
+            pd.read_csv(files["reference"]),
+            split.original_x(split.x_train)[:, 0],
+        )
     return Evidence(read_runs(runs), drawn, gaps)

@@ -20,8 +20,16 @@ from functools import partial
 
 import numpy as np
 
-from gpstudy.report.claims.evidence import (HIGHER_IS_BETTER, POSTERIOR_MEASURES, RUN_MEASURES, SD_OF, Evidence, NotRun,
-                                            measure_name, run_label)
+from gpstudy.report.claims.evidence import (
+    HIGHER_IS_BETTER,
+    POSTERIOR_MEASURES,
+    RUN_MEASURES,
+    SD_OF,
+    Evidence,
+    NotRun,
+    measure_name,
+    run_label,
+)
 
 SE_MULTIPLE = 2.0  # a paired difference is told from 0 by this many standard errors (the tables' agreement rule)
 
@@ -52,9 +60,18 @@ class Planned:
     measure_on: Callable[[Evidence], Outcome]
 
 
-def paired_outcome(evidence: Evidence, experiment: str, dataset: str, ours: tuple[str, int], theirs: tuple[str, int],
-                   measure: str, sd_of: str | None, relation: str, tolerance: float | None = None,
-                   relative: bool | None = None) -> Outcome:
+def paired_outcome(
+    evidence: Evidence,
+    experiment: str,
+    dataset: str,
+    ours: tuple[str, int],
+    theirs: tuple[str, int],
+    measure: str,
+    sd_of: str | None,
+    relation: str,
+    tolerance: float | None = None,
+    relative: bool | None = None,
+) -> Outcome:
     """``ours`` against ``theirs`` (method, M): the mean and standard error (ddof 1) of the per-split
     difference ours - theirs over the splits both ran, judged by ``relation`` (see the module)."""
     a, b = (evidence.values(experiment, dataset, method, M, measure, sd_of) for method, M in (ours, theirs))
@@ -83,8 +100,9 @@ def paired_outcome(evidence: Evidence, experiment: str, dataset: str, ours: tupl
     return Outcome(mean, se, n, bound, bool(passed))
 
 
-def _threshold_outcome(value: float, above: float | None = None, below: float | None = None,
-                       at_most: float | None = None) -> Outcome:
+def _threshold_outcome(
+    value: float, above: float | None = None, below: float | None = None, at_most: float | None = None
+) -> Outcome:
     """One number (one draw) against one threshold: ``> above``, ``< below`` or ``≤ at_most``."""
     if above is not None:
         return Outcome(value, float("nan"), 1, f"> {above:g}", value > above)
@@ -104,27 +122,61 @@ def _difference_text(params: dict) -> str:
 def improves_with_M(experiment: str, dataset: str, params: dict) -> list[Planned]:
     """A check per pair of consecutive M: the larger M ``better`` than the smaller."""
     method = params["method"]
-    return [Planned(dataset, f"{run_label(method, large)} vs {run_label(method, small)}",
-                    _difference_text(params), ((experiment, dataset, method, large), (experiment, dataset, method, small)),
-                    partial(_paired, experiment=experiment, dataset=dataset, ours=(method, large), theirs=(method, small),
-                            params={**params, "relation": "better"}))
-            for small, large in itertools.pairwise(params["M"])]
+    return [
+        Planned(
+            dataset,
+            f"{run_label(method, large)} vs {run_label(method, small)}",
+            _difference_text(params),
+            ((experiment, dataset, method, large), (experiment, dataset, method, small)),
+            partial(
+                _paired,
+                experiment=experiment,
+                dataset=dataset,
+                ours=(method, large),
+                theirs=(method, small),
+                params={**params, "relation": "better"},
+            ),
+        )
+        for small, large in itertools.pairwise(params["M"])
+    ]
 
 
 def paired(experiment: str, dataset: str, params: dict) -> list[Planned]:
     """A check per M: ``method`` against ``versus`` at that M."""
-    return [Planned(dataset, f"{run_label(params['method'], M)} vs {run_label(params['versus'], M)}",
-                    _difference_text(params),
-                    ((experiment, dataset, params["method"], M), (experiment, dataset, params["versus"], M)),
-                    partial(_paired, experiment=experiment, dataset=dataset, ours=(params["method"], M),
-                            theirs=(params["versus"], M), params=params))
-            for M in params["M"]]
+    return [
+        Planned(
+            dataset,
+            f"{run_label(params['method'], M)} vs {run_label(params['versus'], M)}",
+            _difference_text(params),
+            ((experiment, dataset, params["method"], M), (experiment, dataset, params["versus"], M)),
+            partial(
+                _paired,
+                experiment=experiment,
+                dataset=dataset,
+                ours=(params["method"], M),
+                theirs=(params["versus"], M),
+                params=params,
+            ),
+        )
+        for M in params["M"]
+    ]
 
 
-def _paired(evidence: Evidence, experiment: str, dataset: str, ours: tuple[str, int], theirs: tuple[str, int],
-            params: dict) -> Outcome:
-    return paired_outcome(evidence, experiment, dataset, ours, theirs, params["measure"], params.get("sd_of"),
-                          params["relation"], params.get("tolerance"), params.get("relative"))
+def _paired(
+    evidence: Evidence, experiment: str, dataset: str, ours: tuple[str, int], theirs: tuple[str, int], params: dict
+) -> Outcome:
+    return paired_outcome(
+        evidence,
+        experiment,
+        dataset,
+        ours,
+        theirs,
+        params["measure"],
+        params.get("sd_of"),
+        params["relation"],
+        params.get("tolerance"),
+        params.get("relative"),
+    )
 
 
 def close_to_exact(experiment: str, dataset: str, params: dict) -> list[Planned]:
@@ -134,9 +186,18 @@ def close_to_exact(experiment: str, dataset: str, params: dict) -> list[Planned]
         value = evidence.values(experiment, dataset, method, M, measure, params["sd_of"]).iloc[0]
         return _threshold_outcome(float(value), at_most=params[measure])
 
-    return [Planned(dataset, run_label(method, M), measure_name(measure, params["sd_of"]),
-                    ((experiment, dataset, method, M),), partial(measured, method=method, M=M, measure=measure))
-            for method in params["methods"] for M in params["M"] for measure in POSTERIOR_MEASURES]
+    return [
+        Planned(
+            dataset,
+            run_label(method, M),
+            measure_name(measure, params["sd_of"]),
+            ((experiment, dataset, method, M),),
+            partial(measured, method=method, M=M, measure=measure),
+        )
+        for method in params["methods"]
+        for M in params["M"]
+        for measure in POSTERIOR_MEASURES
+    ]
 
 
 def sd_ratio(experiment: str, dataset: str, params: dict) -> list[Planned]:
@@ -147,9 +208,17 @@ def sd_ratio(experiment: str, dataset: str, params: dict) -> list[Planned]:
         return _threshold_outcome(value, above=params.get("above"), below=params.get("below"))
 
     text = f"median sd / exact sd of {params['sd_of']} within {params['near']:g} of a training input"
-    return [Planned(dataset, run_label(method, M), text, ((experiment, dataset, method, M),),
-                    partial(measured, method=method, M=M))
-            for method in params["methods"] for M in params["M"]]
+    return [
+        Planned(
+            dataset,
+            run_label(method, M),
+            text,
+            ((experiment, dataset, method, M),),
+            partial(measured, method=method, M=M),
+        )
+        for method in params["methods"]
+        for M in params["M"]
+    ]
 
 
 _M_LIST = {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "uniqueItems": True}
@@ -170,16 +239,34 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {
-    "improves_with_M": Kind(improves_with_M, {"method": {"type": "string"}, "M": {**_M_LIST, "minItems": 2},
-                                              "measure": _MEASURE, "sd_of": _SD_OF}, ("method", "M", "measure")),
-    "close_to_exact": Kind(close_to_exact, {"methods": _METHODS, "M": _M_LIST, "sd_of": _SD_OF,
-                                            "mean_error": _POSITIVE, "sd_error": _POSITIVE},
-                           ("methods", "M", "sd_of", "mean_error", "sd_error")),
-    "sd_ratio": Kind(sd_ratio, {"methods": _METHODS, "M": _M_LIST, "sd_of": _SD_OF, "near": _POSITIVE,
-                                "above": _POSITIVE, "below": _POSITIVE},
-                     ("methods", "M", "sd_of", "near"), (("above", "below"),)),
-    "paired": Kind(paired, {"relation": {"enum": ["better", "no_worse", "comparable"]}, "method": {"type": "string"},
-                            "versus": {"type": "string"}, "M": _M_LIST, "measure": _MEASURE, "sd_of": _SD_OF,
-                            "tolerance": _POSITIVE, "relative": {"type": "boolean"}},
-                   ("relation", "method", "versus", "M", "measure")),
+    "improves_with_M": Kind(
+        improves_with_M,
+        {"method": {"type": "string"}, "M": {**_M_LIST, "minItems": 2}, "measure": _MEASURE, "sd_of": _SD_OF},
+        ("method", "M", "measure"),
+    ),
+    "close_to_exact": Kind(
+        close_to_exact,
+        {"methods": _METHODS, "M": _M_LIST, "sd_of": _SD_OF, "mean_error": _POSITIVE, "sd_error": _POSITIVE},
+        ("methods", "M", "sd_of", "mean_error", "sd_error"),
+    ),
+    "sd_ratio": Kind(
+        sd_ratio,
+        {"methods": _METHODS, "M": _M_LIST, "sd_of": _SD_OF, "near": _POSITIVE, "above": _POSITIVE, "below": _POSITIVE},
+        ("methods", "M", "sd_of", "near"),
+        (("above", "below"),),
+    ),
+    "paired": Kind(
+        paired,
+        {
+            "relation": {"enum": ["better", "no_worse", "comparable"]},
+            "method": {"type": "string"},
+            "versus": {"type": "string"},
+            "M": _M_LIST,
+            "measure": _MEASURE,
+            "sd_of": _SD_OF,
+            "tolerance": _POSITIVE,
+            "relative": {"type": "boolean"},
+        },
+        ("relation", "method", "versus", "M", "measure"),
+    ),
 }

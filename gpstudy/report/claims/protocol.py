@@ -21,8 +21,11 @@ def settings_gaps(config: dict[str, Any], paper_config: dict[str, Any]) -> dict[
     gaps = {}
     for job in (job for job in study_jobs(config) if job.dataset not in user_datasets(config)):
         ours, papers = (_described(each, job.dataset, job.method, job.M) for each in (config, paper_config))
-        differences = [f"{key} {ours.get(key)}, not {papers.get(key)}" for key in sorted({*ours, *papers})
-                       if ours.get(key) != papers.get(key) and key != "splits"]
+        differences = [
+            f"{key} {ours.get(key)}, not {papers.get(key)}"
+            for key in sorted({*ours, *papers})
+            if ours.get(key) != papers.get(key) and key != "splits"
+        ]
         if ours["splits"] != papers["splits"]:
             differences.append(f"{ours['splits']} splits, not {papers['splits']}")
         if differences:
@@ -38,6 +41,11 @@ def _described(config: dict[str, Any], dataset: str, method: str, M: int) -> dic
     described = {key: value for key, value in settings.items() if key not in unused and key != "options"}
     described.update(settings["options"])
     plan = data_plan(config, dataset)
-    described.update(protocol=plan.protocol, train_size=plan.train_size, test_size=plan.test_size,
-                     drop_features=list(plan.drop_features), splits=len(plan.splits))
+    described.update(
+        protocol=plan.protocol,
+        train_size=plan.train_size,
+        test_size=plan.test_size,
+        drop_features=list(plan.drop_features),
+        splits=len(plan.splits),
+    )
     return described

@@ -12,7 +12,7 @@ from gpstudy.study import load_config
 
 REPO = Path(__file__).resolve().parents[3]
 PAPER = REPO.parent / "shared" / "papers" / "gpnet-full-with-appendix.txt"
-MATH_ALPHANUMERIC = "[\U0001D400-\U0001D7FF]"  # the math italics of the text's MathML content markup
+MATH_ALPHANUMERIC = "[\U0001d400-\U0001d7ff]"  # the math italics of the text's MathML content markup
 
 
 def readable(paper: str) -> str:
@@ -52,26 +52,40 @@ def test_the_readable_text_writes_a_formula_once():
 
 
 def write_claims(tmp_path, entry: dict) -> Path:
-    base = {"id": "a_claim", "quote": "A sentence.", "experiment": "uci", "datasets": ["boston"], "holds_on": "all",
-            "kind": "paired", "relation": "better", "method": "gpnet", "versus": "svgp", "M": [100],
-            "measure": "rmse"}
+    base = {
+        "id": "a_claim",
+        "quote": "A sentence.",
+        "experiment": "uci",
+        "datasets": ["boston"],
+        "holds_on": "all",
+        "kind": "paired",
+        "relation": "better",
+        "method": "gpnet",
+        "versus": "svgp",
+        "M": [100],
+        "measure": "rmse",
+    }
     path = tmp_path / "claims.yaml"
-    path.write_text(yaml.safe_dump({"claims": [{key: value for key, value in {**base, **entry}.items()
-                                                if value is not None}]}))
+    path.write_text(
+        yaml.safe_dump({"claims": [{key: value for key, value in {**base, **entry}.items() if value is not None}]})
+    )
     return path
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"kind": "ordering"}, "kind 'ordering' is not one of"),
-    ({"measure": None}, "'measure' is a required property"),
-    ({"threshold": 1.0}, "('threshold' was unexpected)"),
-    ({"relation": "worse"}, "key $.relation: 'worse' is not one of"),
-    ({"measure": "mean_error"}, "sd_of is needed with a posterior measure"),
-    ({"sd_of": "y"}, "sd_of is needed with a posterior measure"),
-    ({"relation": "comparable"}, "tolerance and relative are needed with relation comparable"),
-    ({"tolerance": 0.1, "relative": True}, "tolerance and relative are needed with relation comparable"),
-    ({"holds_on": "some"}, "key $.holds_on"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"kind": "ordering"}, "kind 'ordering' is not one of"),
+        ({"measure": None}, "'measure' is a required property"),
+        ({"threshold": 1.0}, "('threshold' was unexpected)"),
+        ({"relation": "worse"}, "key $.relation: 'worse' is not one of"),
+        ({"measure": "mean_error"}, "sd_of is needed with a posterior measure"),
+        ({"sd_of": "y"}, "sd_of is needed with a posterior measure"),
+        ({"relation": "comparable"}, "tolerance and relative are needed with relation comparable"),
+        ({"tolerance": 0.1, "relative": True}, "tolerance and relative are needed with relation comparable"),
+        ({"holds_on": "some"}, "key $.holds_on"),
+    ],
+)
 def test_a_malformed_claim_is_an_error_naming_file_claim_and_key(tmp_path, entry, message):
     path = write_claims(tmp_path, entry)
     with pytest.raises(ValueError) as error:
@@ -86,8 +100,17 @@ def test_a_claim_file_of_the_kinds_parameters_loads(tmp_path):
 
 
 def test_sd_ratio_takes_exactly_one_threshold(tmp_path):
-    entry = {"kind": "sd_ratio", "relation": None, "method": None, "versus": None, "measure": None,
-             "methods": ["fbnn"], "M": [20], "sd_of": "f", "near": 0.1}
+    entry = {
+        "kind": "sd_ratio",
+        "relation": None,
+        "method": None,
+        "versus": None,
+        "measure": None,
+        "methods": ["fbnn"],
+        "M": [20],
+        "sd_of": "f",
+        "near": 0.1,
+    }
     for thresholds in ({}, {"above": 1.5, "below": 1.5}):
         with pytest.raises(ValueError, match="exactly one of above, below"):
             load_claims(write_claims(tmp_path, {**entry, **thresholds}))

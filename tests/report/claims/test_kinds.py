@@ -19,9 +19,20 @@ def run_rows(experiment: str, dataset: str, method: str, M: int, rmse, test_ll=N
     """One runs.csv row per split of a cell, rmse (and test_ll) given per split."""
     rmse = np.broadcast_to(np.asarray(rmse, dtype=float), (SPLITS,))
     test_ll = -rmse if test_ll is None else np.broadcast_to(np.asarray(test_ll, dtype=float), (SPLITS,))
-    return [{"experiment": experiment, "dataset": dataset, "method": method, "M": M, "split": s,
-             "rmse": rmse[s], "test_ll": test_ll[s], "iterations": 10000, "status": status}
-            for s in range(SPLITS)]
+    return [
+        {
+            "experiment": experiment,
+            "dataset": dataset,
+            "method": method,
+            "M": M,
+            "split": s,
+            "rmse": rmse[s],
+            "test_ll": test_ll[s],
+            "iterations": 10000,
+            "status": status,
+        }
+        for s in range(SPLITS)
+    ]
 
 
 def runs_table(*cells: list[dict]) -> pd.DataFrame:
@@ -40,16 +51,24 @@ def exact_reference() -> pd.DataFrame:
     return pd.DataFrame({"x": GRID, "mean": np.sin(GRID), "var_f": var_f, "var_y": var_f + 0.1})
 
 
-def prediction(method: str, M: int, mean_shift: float = 0.0, sd_scale: float = 1.0,
-               sd_scale_near_data: float = 1.0) -> pd.DataFrame:
+def prediction(
+    method: str, M: int, mean_shift: float = 0.0, sd_scale: float = 1.0, sd_scale_near_data: float = 1.0
+) -> pd.DataFrame:
     """A method's predictions: the exact GP's mean shifted by ``mean_shift`` exact sds of y, its sds of y
     scaled by ``sd_scale``, and its latent sd scaled by ``sd_scale_near_data`` on the data's range."""
     exact = exact_reference()
     near = (GRID >= 0) & (GRID <= 5)
     var_f = exact["var_f"] * np.where(near, sd_scale_near_data**2, 1.0)
-    return pd.DataFrame({"method": method, "M": M, "x": GRID,
-                         "mean": exact["mean"] + mean_shift * np.sqrt(exact["var_y"]),
-                         "var_f": var_f, "var_y": exact["var_y"] * sd_scale**2})
+    return pd.DataFrame(
+        {
+            "method": method,
+            "M": M,
+            "x": GRID,
+            "mean": exact["mean"] + mean_shift * np.sqrt(exact["var_y"]),
+            "var_f": var_f,
+            "var_y": exact["var_y"] * sd_scale**2,
+        }
+    )
 
 
 def posterior(*predictions: pd.DataFrame) -> Posterior:
@@ -58,9 +77,22 @@ def posterior(*predictions: pd.DataFrame) -> Posterior:
 
 def posterior_runs(*cells: tuple[str, int]) -> pd.DataFrame:
     """runs.csv rows of the Snelson experiment: one split per (method, M)."""
-    return pd.DataFrame([{"experiment": "snelson", "dataset": "snelson", "method": method, "M": M, "split": 0,
-                          "rmse": 0.3, "test_ll": -0.3, "iterations": 40000, "status": "ok"} for method, M in cells]
-                        ).reindex(columns=RUN_COLUMNS)
+    return pd.DataFrame(
+        [
+            {
+                "experiment": "snelson",
+                "dataset": "snelson",
+                "method": method,
+                "M": M,
+                "split": 0,
+                "rmse": 0.3,
+                "test_ll": -0.3,
+                "iterations": 40000,
+                "status": "ok",
+            }
+            for method, M in cells
+        ]
+    ).reindex(columns=RUN_COLUMNS)
 
 
 @pytest.fixture
@@ -69,11 +101,13 @@ def planted_uci():
     worse than SVGP 500 by 1.5 of them (no worse within 2), FBNN 500 2.5 worse than GPNet 500."""
     base = 3.0 + 0.1 * NOISE
     noise = 0.1 * NOISE_SE
-    return runs_table(run_rows("uci", "boston", "svgp", 100, base),
-                      run_rows("uci", "boston", "gpnet", 100, base - 3 * noise + 0.1 * NOISE),
-                      run_rows("uci", "boston", "svgp", 500, base),
-                      run_rows("uci", "boston", "gpnet", 500, base + 1.5 * noise + 0.1 * NOISE),
-                      run_rows("uci", "boston", "fbnn", 500, base + 4.0 * noise + 0.2 * NOISE))
+    return runs_table(
+        run_rows("uci", "boston", "svgp", 100, base),
+        run_rows("uci", "boston", "gpnet", 100, base - 3 * noise + 0.1 * NOISE),
+        run_rows("uci", "boston", "svgp", 500, base),
+        run_rows("uci", "boston", "gpnet", 500, base + 1.5 * noise + 0.1 * NOISE),
+        run_rows("uci", "boston", "fbnn", 500, base + 4.0 * noise + 0.2 * NOISE),
+    )
 
 
 def claim(kind: str, experiment: str = "uci", datasets=("boston",), holds_on: str = "all", **params) -> Claim:
@@ -107,15 +141,20 @@ def test_paired_no_worse_allows_two_standard_errors_and_no_more(planted_uci):
 
 def test_paired_test_ll_is_better_when_higher(planted_uci):
     """test_ll = -rmse in the planted runs: GPNet 100's higher test log-likelihood is better."""
-    table = evaluate_claims([claim("paired", relation="better", method="gpnet", versus="svgp", M=[100],
-                                   measure="test_ll")], Evidence(planted_uci))
+    table = evaluate_claims(
+        [claim("paired", relation="better", method="gpnet", versus="svgp", M=[100], measure="test_ll")],
+        Evidence(planted_uci),
+    )
     assert list(table["verdict"]) == [PASS] and table["value"].iloc[0] > 0
     assert table["threshold"].iloc[0] == f"> 2 SE, 2 SE = {2 * 0.1 * NOISE_SE:.4g}"
 
 
 def test_paired_comparable_within_a_relative_or_absolute_tolerance():
-    runs = runs_table(run_rows("uci", "boston", "fbnn", 500, 3.0), run_rows("uci", "boston", "gpnet", 500, 3.06),
-                      run_rows("uci", "boston", "svgp", 500, 3.3))
+    runs = runs_table(
+        run_rows("uci", "boston", "fbnn", 500, 3.0),
+        run_rows("uci", "boston", "gpnet", 500, 3.06),
+        run_rows("uci", "boston", "svgp", 500, 3.3),
+    )
     evidence = Evidence(runs)
     close = dict(relation="comparable", versus="fbnn", M=[500], measure="rmse", tolerance=0.05, relative=True)
     assert verdicts([claim("paired", method="gpnet", **close)], evidence) == [PASS]  # 2% of 3.0
@@ -126,8 +165,10 @@ def test_paired_comparable_within_a_relative_or_absolute_tolerance():
 
 
 def test_improves_with_m_each_step_better():
-    runs = runs_table(*(run_rows("uci", "boston", "svgp", M, rmse) for M, rmse in ((100, 3.0), (200, 2.9), (500, 2.8))),
-                      *(run_rows("uci", "boston", "gpnet", M, rmse) for M, rmse in ((100, 3.0), (200, 2.8), (500, 2.9))))
+    runs = runs_table(
+        *(run_rows("uci", "boston", "svgp", M, rmse) for M, rmse in ((100, 3.0), (200, 2.9), (500, 2.8))),
+        *(run_rows("uci", "boston", "gpnet", M, rmse) for M, rmse in ((100, 3.0), (200, 2.8), (500, 2.9))),
+    )
     evidence = Evidence(runs)
     improves = claim("improves_with_M", method="svgp", M=[100, 200, 500], measure="rmse")
     table = evaluate_claims([improves], evidence)
@@ -143,20 +184,42 @@ def snelson_evidence(*predictions, gaps=None) -> Evidence:
 
 
 def test_close_to_exact_measures_mean_and_sd_against_their_thresholds():
-    evidence = snelson_evidence(prediction("svgp", 20, mean_shift=0.1, sd_scale=1.05),
-                                prediction("gpnet", 20, mean_shift=0.5, sd_scale=1.3))
-    close = claim("close_to_exact", "snelson", ("snelson",), methods=["svgp", "gpnet"], M=[20], sd_of="y",
-                  mean_error=0.25, sd_error=0.1)
+    evidence = snelson_evidence(
+        prediction("svgp", 20, mean_shift=0.1, sd_scale=1.05), prediction("gpnet", 20, mean_shift=0.5, sd_scale=1.3)
+    )
+    close = claim(
+        "close_to_exact",
+        "snelson",
+        ("snelson",),
+        methods=["svgp", "gpnet"],
+        M=[20],
+        sd_of="y",
+        mean_error=0.25,
+        sd_error=0.1,
+    )
     table = evaluate_claims([close], evidence)
     assert list(table["verdict"]) == [PASS, PASS, FAIL, FAIL]
     assert list(table["value"]) == pytest.approx([0.1, 0.05, 0.5, 0.3])
 
 
 def test_paired_on_a_posterior_measure_is_one_draw():
-    evidence = snelson_evidence(prediction("svgp", 2, mean_shift=0.8), prediction("gpnet", 2, mean_shift=0.3),
-                                prediction("svgp", 5, mean_shift=0.2), prediction("gpnet", 5, mean_shift=0.4))
-    fits_better = claim("paired", "snelson", ("snelson",), relation="better", method="gpnet", versus="svgp", M=[2, 5],
-                        measure="mean_error", sd_of="y")
+    evidence = snelson_evidence(
+        prediction("svgp", 2, mean_shift=0.8),
+        prediction("gpnet", 2, mean_shift=0.3),
+        prediction("svgp", 5, mean_shift=0.2),
+        prediction("gpnet", 5, mean_shift=0.4),
+    )
+    fits_better = claim(
+        "paired",
+        "snelson",
+        ("snelson",),
+        relation="better",
+        method="gpnet",
+        versus="svgp",
+        M=[2, 5],
+        measure="mean_error",
+        sd_of="y",
+    )
     table = evaluate_claims([fits_better], evidence)
     assert list(table["verdict"]) == [PASS, FAIL]
     assert list(table["value"]) == pytest.approx([-0.5, 0.2]) and table["se"].isna().all()
@@ -165,27 +228,32 @@ def test_paired_on_a_posterior_measure_is_one_draw():
 
 def test_sd_ratio_near_the_data_is_the_ratio_of_standard_deviations():
     evidence = snelson_evidence(prediction("fbnn", 20, sd_scale_near_data=2.0), prediction("gpnet", 20))
-    over = claim("sd_ratio", "snelson", ("snelson",), methods=["fbnn", "gpnet"], M=[20], sd_of="f", near=NEAR,
-                 above=1.5)
+    over = claim(
+        "sd_ratio", "snelson", ("snelson",), methods=["fbnn", "gpnet"], M=[20], sd_of="f", near=NEAR, above=1.5
+    )
     table = evaluate_claims([over], evidence)
     assert list(table["value"]) == pytest.approx([2.0, 1.0])  # sd, not variance: a ratio of variances is 4
     assert list(table["verdict"]) == [PASS, FAIL]
-    under = claim("sd_ratio", "snelson", ("snelson",), methods=["fbnn", "gpnet"], M=[20], sd_of="f", near=NEAR,
-                  below=1.5)
+    under = claim(
+        "sd_ratio", "snelson", ("snelson",), methods=["fbnn", "gpnet"], M=[20], sd_of="f", near=NEAR, below=1.5
+    )
     assert verdicts([under], evidence) == [FAIL, PASS]
 
 
 def test_absent_or_failed_runs_are_not_run_never_passed(planted_uci):
-    failed = runs_table(run_rows("uci", "boston", "svgp", 100, 3.0),
-                        run_rows("uci", "boston", "gpnet", 100, np.nan, status="failed: CholeskyError"))
+    failed = runs_table(
+        run_rows("uci", "boston", "svgp", 100, 3.0),
+        run_rows("uci", "boston", "gpnet", 100, np.nan, status="failed: CholeskyError"),
+    )
     better = claim("paired", relation="better", method="gpnet", versus="svgp", M=[100, 200], measure="rmse")
     table = evaluate_claims([better], Evidence(failed))
     assert list(table["verdict"]) == [NOT_RUN, NOT_RUN]
     assert "every run of GPNet 100 on boston (uci) failed" in table["note"].iloc[0]
     assert "no runs of GPNet 200" in table["note"].iloc[1]
     assert table["value"].isna().all() and set(table["claim_verdict"]) == {NOT_RUN}
-    posterior_claim = claim("sd_ratio", "snelson", ("snelson",), methods=["fbnn"], M=[20], sd_of="f", near=NEAR,
-                            above=1.5)
+    posterior_claim = claim(
+        "sd_ratio", "snelson", ("snelson",), methods=["fbnn"], M=[20], sd_of="f", near=NEAR, above=1.5
+    )
     assert verdicts([posterior_claim], Evidence(planted_uci)) == [NOT_RUN]
 
 
@@ -200,12 +268,17 @@ def test_paired_over_the_splits_both_ran():
     for row in svgp[:10]:
         row.update(rmse=np.nan, status="failed: CholeskyError")
     table = evaluate_claims([better], Evidence(runs_table(svgp, gpnet)))
-    assert table["verdict"].iloc[0] == NOT_RUN and "no split where both GPNet 100 and SVGP 100 ran" in table["note"].iloc[0]
+    assert (
+        table["verdict"].iloc[0] == NOT_RUN
+        and "no split where both GPNet 100 and SVGP 100 ran" in table["note"].iloc[0]
+    )
 
 
 def test_runs_at_other_settings_are_measured_but_not_run(planted_uci):
-    gaps = {cell_key("uci", "boston", "gpnet", 100): "iterations 200, not 10000; 2 splits, not 20",
-            cell_key("uci", "boston", "svgp", 100): "iterations 200, not 10000"}
+    gaps = {
+        cell_key("uci", "boston", "gpnet", 100): "iterations 200, not 10000; 2 splits, not 20",
+        cell_key("uci", "boston", "svgp", 100): "iterations 200, not 10000",
+    }
     better = claim("paired", relation="better", method="gpnet", versus="svgp", M=[100], measure="rmse")
     table = evaluate_claims([better], Evidence(planted_uci, gaps=gaps))
     row = table.iloc[0]

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from gpstudy.methods import compile_problem
 from gpstudy.report.claims import settings_gaps
 from gpstudy.report.claims.evidence import cell_key
-from gpstudy.methods import compile_problem
 from gpstudy.study import load_config, study_jobs
 
 REPO = Path(__file__).resolve().parents[3]
@@ -20,7 +20,9 @@ def test_the_paper_cpu_overlay_trains_figure_4_and_svgp_100_at_the_papers_settin
     assert settings_gaps(overlay, study_config) == {}
     cells = {(job.experiment, job.dataset, job.method, job.M, len(job.splits)) for job in study_jobs(overlay)}
     snelson = {("snelson", "snelson", method, M, 1) for method in ("svgp", "gpnet", "fbnn") for M in (2, 5, 20)}
-    uci = {("uci", dataset, "svgp", 100, 10) for dataset in study_config["experiments"]["uci"]["datasets"]}  # 2 jobs each
+    uci = {
+        ("uci", dataset, "svgp", 100, 10) for dataset in study_config["experiments"]["uci"]["datasets"]
+    }  # 2 jobs each
     assert cells == snelson | uci
 
 
