@@ -29,7 +29,7 @@ says what the batch costs per iteration relative to one split alone.
 
 compares this tree (its working copy) with commit REF in one run: every (method, M) of config.yaml's
 experiments snelson, uci, odvgp and autogp at its preset's sizes, each side a process of its own with its
-tree's gpstudy, one thread, float64, timings alternated, and prints a markdown table of the median ms per
+tree's gpstudy and its tree's copy of this script, one thread, float64, timings alternated, and prints a markdown table of the median ms per
 iteration of each side and their ratio (docs/speed.md: the check a speed change runs before it lands).
 """
 
@@ -271,12 +271,14 @@ def serve(seconds: float) -> None:
 
 
 class Side:
-    """A ``--serve`` subprocess timing rows with the gpstudy (and config.yaml) of the tree ``root``."""
+    """A ``--serve`` subprocess timing rows with the gpstudy (and config.yaml) of the tree ``root``, by that tree's
+    own copy of this script: it builds the rows with its tree's functions, so that a commit that moved or renamed
+    them (issue 46's wings) is timed as it was."""
 
     def __init__(self, root: Path, seconds: float):
         env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--serve", "--seconds", str(seconds)],
+            [sys.executable, str(root / "benchmarks" / "speed.py"), "--serve", "--seconds", str(seconds)],
             cwd=root,
             env=env,
             stdin=subprocess.PIPE,

@@ -2,6 +2,7 @@
 logic, not its timings)."""
 
 import importlib
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,8 @@ def test_one_row_against_head_runs_both_sides_alternating():
 def test_a_side_that_imports_another_gpstudy_is_refused(tmp_path):
     """A tree without its own gpstudy would time the installed one: refused, naming both."""
     (tmp_path / "config.yaml").write_text("")
+    (tmp_path / "benchmarks").mkdir()
+    shutil.copy(REPO / "benchmarks" / "speed.py", tmp_path / "benchmarks")  # a side runs its own tree's script
     with pytest.raises(RuntimeError, match=f"the side for {tmp_path} imported gpstudy from"):
         SPEED["Side"](tmp_path, 0.01)
 
