@@ -29,8 +29,9 @@ says what the batch costs per iteration relative to one split alone.
 
 compares this tree (its working copy) with commit REF in one run: every (method, M) of config.yaml's
 experiments snelson, uci, odvgp and autogp at its preset's sizes, each side a process of its own with its
-tree's gpstudy and its tree's copy of this script, one thread, float64, timings alternated, and prints a markdown table of the median ms per
-iteration of each side and their ratio (docs/speed.md: the check a speed change runs before it lands).
+tree's gpstudy and its tree's copy of this script, one thread, float64, timings alternated, and prints a markdown
+table of the median ms per iteration of each side and their ratio (docs/speed.md: the check a speed change runs
+before it lands).
 """
 
 import argparse
