@@ -13,7 +13,7 @@ from gpstudy.study import (data_plan, data_stage_params, experiment_targets, loa
                            study_jobs, validate_config, variant_labels)
 from gpstudy.study.settings import exact_gp_settings, run_settings
 from gpstudy.study.validate import tabulate_params
-from gpstudy.training.run import PRETRAINING_READS
+from gpstudy.training.run import pretraining_reads
 
 check_same_code(os.path.join(workflow.basedir, "gpstudy"))  # the plan's code is the checkout's, as every job checks
 validate_config(config)
@@ -112,8 +112,7 @@ def exact_settings(dataset):
 def pretrain_settings_params(wildcards):
     """The settings pretraining reads (gpstudy.training.run.PRETRAINING_READS): a training-only one (lr,
     iterations, eval_every, the checkpoint schedule) changed reruns training, not pretraining."""
-    settings = pretrain_settings(wildcards)
-    return {key: getattr(settings, key) for key in PRETRAINING_READS}
+    return pretraining_reads(pretrain_settings(wildcards))
 
 
 def pretrain_gpus(wildcards):

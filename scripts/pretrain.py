@@ -1,6 +1,5 @@
 """Rule pretrain: exact-GP hyperparameters of one split."""
 
-from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -9,14 +8,14 @@ from gpstudy.data import load_split
 from gpstudy.io import write_json
 from gpstudy.runtime.flags import keep_freed_memory
 from gpstudy.runtime.job import start_job
-from gpstudy.study import RunSettings
 from gpstudy.training import pretrain_splits
+from gpstudy.training.run import pretraining_settings
 
 start_job(snakemake.log[0])
 keep_freed_memory()
 torch.set_num_threads(snakemake.threads)
 split = int(snakemake.wildcards.split)
 read = snakemake.params.settings  # what pretraining reads (PRETRAINING_READS), its device resolved by Snakemake
-settings = RunSettings(**{**dict.fromkeys(f.name for f in fields(RunSettings)), **read})  # the rest unread, None
+settings = pretraining_settings(read)
 splits = {split: load_split(snakemake.input[0])}
 write_json(snakemake.output[0], pretrain_splits(splits, settings, Path(snakemake.params.checkpoint))[split])

@@ -33,6 +33,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpstudy.io import PACKAGE
 
+PACKAGE_FOLDER = PACKAGE.resolve()  # frames' files are compared resolved
+
 aten = torch.ops.aten
 SYNC_OPERATORS = {  # operator -> what makes the host wait
     aten._local_scalar_dense.default: "host read (.item(), float(t), bool(t), if t)",
@@ -89,7 +91,7 @@ def _conditional_reason(func, args, kwargs) -> str | None:
 
 def in_package(frame: traceback.FrameSummary) -> bool:
     """Whether a traceback frame is in the gpstudy package's code."""
-    return PACKAGE.resolve() in Path(frame.filename).resolve().parents
+    return PACKAGE_FOLDER in Path(frame.filename).resolve().parents
 
 
 def place(frame: traceback.FrameSummary) -> str:

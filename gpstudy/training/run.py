@@ -5,8 +5,10 @@ import hashlib
 import json
 import logging
 import traceback
-from dataclasses import asdict, replace
+from collections.abc import Mapping
+from dataclasses import asdict, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -332,10 +334,21 @@ def run_fingerprint(settings: RunSettings, splits: dict[int, Split], hyperparame
     return _fingerprint(described, settings, splits, hyperparameters)
 
 
+def pretraining_reads(settings: RunSettings) -> dict[str, Any]:
+    """The settings pretraining reads (``PRETRAINING_READS``), by name: the pretraining job's params."""
+    return {key: getattr(settings, key) for key in PRETRAINING_READS}
+
+
+def pretraining_settings(reads: Mapping[str, Any]) -> RunSettings:
+    """Settings for :func:`pretrain_splits` from the values it reads (:func:`pretraining_reads`), every other field
+    None: it reads none of them (``tests/training/test_run.py`` changes each and sees the same hyperparameters)."""
+    return RunSettings(**{**dict.fromkeys(field.name for field in fields(RunSettings)), **reads})
+
+
 def pretraining_fingerprint(settings: RunSettings, splits: dict[int, Split]) -> str:
     """What a pretraining checkpoint belongs to: :func:`run_fingerprint` with the settings pretraining reads
     (``PRETRAINING_READS``) alone."""
-    return _fingerprint({key: getattr(settings, key) for key in PRETRAINING_READS}, settings, splits, None)
+    return _fingerprint(pretraining_reads(settings), settings, splits, None)
 
 
 def _fingerprint(
