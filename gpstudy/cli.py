@@ -73,21 +73,17 @@ def snakemake_config(
 ) -> tuple[dict[str, Any], "Sources"]:
     """The config a Snakemake started with ``--configfile *configfiles --config *entries`` (here) builds, and
     where each value was set: the packaged config.yaml, each file merged over it in order, then the entries,
-    parsed by Snakemake's own parser of ``--config`` (int, float, True/False, else YAML read as strings), then
-    ``overrides`` (a command's own options, e.g. ``--mirror``).
+    read as Snakemake's parser reads them (:func:`gpstudy.study.files.parse_config_entries`: int, float,
+    True/False, else YAML read as strings; no Snakemake needed), then ``overrides`` (a command's own options,
+    e.g. ``--mirror``).
 
     Raises:
         ConfigError: a file that does not exist, an entry that is not ``key=value``, a config the schema refuses.
     """
-    from snakemake.cli import parse_config  # imported here: 0.7 s that --help does without
-
-    from gpstudy.study import DEFAULT_CONFIG, ConfigError
+    from gpstudy.study import DEFAULT_CONFIG, ConfigError, parse_config_entries
     from gpstudy.study.files import load_traced_config
 
-    try:
-        parsed = parse_config(entries)
-    except ValueError as error:
-        raise ConfigError(f"--config: {error}; a config file goes after --configfile") from None
+    parsed = parse_config_entries(entries)
     for path in configfiles:
         if not path.is_file():
             raise ConfigError(
@@ -115,7 +111,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="as snakemake's, parsed by Snakemake's own parser and merged last: iterations=50 'datasets=[boston]'",
+        help="as snakemake's, read as Snakemake reads them (no Snakemake needed) and merged last: "
+        "iterations=50 'datasets=[boston]'",
     )
 
 

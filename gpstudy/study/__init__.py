@@ -15,7 +15,7 @@ _MODULE_OF = {  # public name -> the module of gpstudy.study that defines it
         ["DATA_STAGES", "DataPlan", "data_plan", "data_stage_params", "dataset_of", "own_data", "user_datasets"],
         "datasets",
     ),
-    **dict.fromkeys(["DEFAULT_CONFIG", "load_config", "merge"], "files"),
+    **dict.fromkeys(["DEFAULT_CONFIG", "load_config", "merge", "parse_config_entries"], "files"),
     **dict.fromkeys(["TrainJob", "experiment_metrics", "experiment_targets", "splits_of", "study_jobs"], "jobs"),
     **dict.fromkeys(["ConfigError", "load_schema", "object_schema", "training_keys"], "schema"),
     **dict.fromkeys(

@@ -1,7 +1,10 @@
 """Config files read and merged in order, as Snakemake merges ``--configfile`` over ``config.yaml``,
-recording which file set each value and on which line (``gpstudy settings`` prints it beside the value)."""
+recording which file set each value and on which line (``gpstudy settings`` prints it beside the value);
+``--config`` entries read as Snakemake reads them, without Snakemake."""
 
 import copy
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from gpstudy.study.validate import validate_config
 DEFAULT_CONFIG = Path(__file__).parents[1] / "config.yaml"  # every default: gpstudy/config.yaml, in a checkout a
 # link to the checkout's config.yaml (what the Snakefile's `configfile:` reads), in a wheel a copy of it
 KeyPath = tuple[str, ...]  # a config key path, e.g. ("dataset_options", "mnist", "likelihood")
+CONFIG_ENTRY_KEY = re.compile(r"[A-Za-z_][\w-]*\w")  # a --config key Snakemake accepts: an identifier, hyphens inside
 
 
 @dataclass
@@ -72,6 +76,52 @@ def load_traced_config(
     merge(config, overrides or {}, sources.set_by, overrides_source)
     validate_config(config)
     return config, sources
+
+
+def parse_config_entries(entries: Iterable[str]) -> dict[str, Any]:
+    """Snakemake's ``--config`` entries read as Snakemake reads them (``snakemake.cli.parse_config``; the
+    equality is tested on a table of entries), without Snakemake: ``key=value`` split at the first ``=``,
+    quotes around the value dropped; the value an int, else a float, else ``True``/``False``, else YAML
+    whose scalars stay strings (PyYAML's ``BaseLoader``: ``[boston]`` a list, ``{exact: {device: cuda}}``
+    a mapping, ``null`` the string ``'null'``), else the string itself; an empty value None. Entries are
+    merged in order (:func:`merge`: a mapping merged key by key into the mapping an earlier entry set).
+
+    Raises:
+        ConfigError: an entry that is not ``key=value``, a key that is not an identifier (hyphens allowed
+            inside), a value that is an empty YAML document (``#...``, blanks; Snakemake fails on it too).
+    """
+    parsed: dict[str, Any] = {}
+    for entry in entries:
+        key, separator, text = entry.partition("=")
+        if not separator:
+            raise ConfigError(
+                f"--config: {entry!r}: entries are name=value pairs; a config file goes after --configfile"
+            )
+        if not CONFIG_ENTRY_KEY.fullmatch(key):
+            raise ConfigError(
+                f"--config: {entry!r}: the key {key!r} is no identifier (letters, digits, _ and - inside, "
+                "a letter or _ first, no dots: a nested key is a mapping, 'methods={exact: {device: cuda}}')"
+            )
+        merge(parsed, {key: _config_value(entry, text.strip("'\""))})
+    return parsed
+
+
+def _config_value(entry: str, text: str) -> Any:
+    """The value of a ``--config`` entry, as :func:`parse_config_entries` says."""
+    if text == "":
+        return None
+    for parse in (int, float, {"True": True, "False": False}.__getitem__):
+        try:
+            return parse(text)
+        except (ValueError, KeyError):
+            pass
+    try:
+        value = yaml.load(text, Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        return text
+    if value is None:
+        raise ConfigError(f"--config: {entry!r}: the value is empty as YAML; an empty value is written key=")
+    return value
 
 
 def source_name(path: str | Path) -> str:
