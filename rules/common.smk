@@ -13,7 +13,7 @@ from gpstudy.study import (data_plan, data_stage_params, experiment_targets, loa
                            study_jobs, validate_config, variant_labels)
 from gpstudy.study.settings import exact_gp_settings, run_settings
 from gpstudy.study.validate import tabulate_params
-from gpstudy.training.run import pretraining_reads
+from gpstudy.training.run import PRETRAIN_THREADS, pretraining_reads
 
 check_same_code(os.path.join(workflow.basedir, "gpstudy"))  # the plan's code is the checkout's, as every job checks
 validate_config(config)

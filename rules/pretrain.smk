@@ -9,7 +9,7 @@ rule pretrain:
     params:
         settings=pretrain_settings_params,
         checkpoint=paths.PRETRAIN_CHECKPOINT,
-    threads: 1
+    threads: PRETRAIN_THREADS
     resources:
         gpu=pretrain_gpus,
     log:

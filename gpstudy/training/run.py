@@ -61,6 +61,7 @@ PRETRAINING_READS = (
     "pretrain_subset",
     "pretrain_lr",
 )
+PRETRAIN_THREADS = 1  # torch CPU threads of a pretraining job (rules/pretrain.smk's threads): they set its rounding
 
 
 class SplitsProblem(Problem):
@@ -179,6 +180,17 @@ def pretrain_splits(splits: dict[int, Split], settings: RunSettings, checkpoint:
     if checkpoint is not None:
         checkpoint.unlink(missing_ok=True)
     return dict(zip(splits, unstack_hyperparameters(hyperparameters_to_dict(problem.kernel, problem.likelihood))))
+
+
+def pretrain_split(
+    split: int, split_file: str | Path, reads: Mapping[str, Any], output: str | Path, checkpoint: str | Path
+) -> None:
+    """The pretrain rule's job (``scripts/pretrain.py``; ``gpstudy train`` runs it too): split ``split``, read from
+    ``split_file``, pretrained alone (:func:`pretrain_splits`) with the settings ``reads``
+    (:func:`pretraining_reads`; the exact GP's, its device among them), ``checkpoint`` its signalled state;
+    its hyperparameters written to ``output``. Torch's CPU threads are the caller's (``PRETRAIN_THREADS``)."""
+    hyperparameters = pretrain_splits({split: load_split(split_file)}, pretraining_settings(reads), Path(checkpoint))
+    write_json(output, hyperparameters[split])
 
 
 @torch.no_grad()
