@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 OVERRIDES_SOURCE = "--config"  # where `gpstudy settings` says an override of its --config came from
 RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{splits}"  # default --out of `gpstudy train` ({splits}: 0-1-2)
+PRETRAINED = "pretrained.json"  # in a split's run folder: the pretrained hyperparameters its training starts from
 
 
 def ensure_split(config: dict, dataset: str, split: int) -> Path:
@@ -253,7 +254,9 @@ def prepare_splits(config: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
-    """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics."""
+    """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics.
+    Where the settings pretrain, each split is first pretrained as the workflow's pretrain job does it
+    (:func:`pretrain_like_the_workflow`), and the training starts from those hyperparameters."""
     import torch
 
     from gpstudy.likelihoods import LIKELIHOODS
@@ -273,14 +276,18 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
     out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
     out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
+    split_files = {s: ensure_split(config, args.dataset, s) for s in splits}
     with progress.bars(progress.watched()):  # a bar on a terminal, none when the output goes to a file
+        pretrained = (
+            pretrain_like_the_workflow(config, args.dataset, split_files, out_dirs) if settings.pretrain else None
+        )
         results = run_job(
-            {s: ensure_split(config, args.dataset, s) for s in splits},
+            split_files,
             settings,
             out_dirs,
             out / "checkpoint.pt",
             labels,
-            None,
+            pretrained,
             jobs_per_gpu=config["jobs_per_gpu"],
             gpu_lock_dir=config["gpu_lock_dir"],
         )
@@ -288,3 +295,27 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     for s, metrics in results.items():
         values = ", ".join(f"{name} {metrics[name]:.4g}" for name in names)
         print(f"{out_dirs[s] / 'metrics.json'}: {values}, {metrics['status']}")
+
+
+def pretrain_like_the_workflow(
+    config: dict[str, Any], dataset: str, split_files: dict[int, Path], out_dirs: dict[int, Path]
+) -> dict[int, Path]:
+    """Each split pretrained as the workflow's pretrain rule does it: alone, by its job's function
+    (:func:`gpstudy.training.run.pretrain_split`) with the exact GP's settings on ``dataset``
+    (:func:`gpstudy.study.exact_gp_settings`: ``methods.exact.device``, not the training device) and the rule's
+    CPU threads (``PRETRAIN_THREADS``, restored after); each split's hyperparameters written in its run folder
+    (``PRETRAINED``), the files returned by split, as the workflow hands them to its training job."""
+    import torch
+
+    from gpstudy.study import exact_gp_settings
+    from gpstudy.training.run import PRETRAIN_THREADS, pretrain_split, pretraining_reads
+
+    reads, threads = pretraining_reads(exact_gp_settings(config, dataset)), torch.get_num_threads()
+    files = {s: out_dirs[s] / PRETRAINED for s in split_files}
+    torch.set_num_threads(PRETRAIN_THREADS)
+    try:
+        for s, path in split_files.items():
+            pretrain_split(s, path, reads, files[s], files[s].with_suffix(".checkpoint.pt"))
+    finally:
+        torch.set_num_threads(threads)
+    return files
