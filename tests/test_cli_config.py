@@ -153,3 +153,4 @@ def test_train_starts_and_trains_without_snakemake(tmp_path, shared_data):
     assert run.returncode == 0, run.stderr[-3000:]
     metrics = json.loads((tmp_path / "results/cli/snelson/svgp/M5/split0/metrics.json").read_text())
     assert metrics["status"] == "ok" and metrics["iterations"] == 2
+    assert (tmp_path / "results/cli/snelson/svgp/M5/split0/pretrained.json").is_file()  # Snelson pretrains
