@@ -123,6 +123,21 @@ def active_factor_checks() -> FactorChecks | None:
     return _deferred[-1] if _deferred else None
 
 
+def _cholesky_ex(matrix: Tensor) -> tuple[Tensor, Tensor]:
+    """``blocked.cholesky_ex`` with LAPACK's ``info`` ``[...]`` on every device: the order of the first leading
+    minor whose pivot is not positive or is NaN (LAPACK's potrf tests ``ajj <= 0 or isnan(ajj)``). Off a CPU the
+    leaves' library (cuSOLVER's potrf tests ``ajj <= 0`` alone) runs on through a NaN pivot with ``info`` 0, and
+    makes every pivot after it NaN; so there, where the library reported no failure, the first NaN on the
+    factor's diagonal is one (read on the device: no host sync). Where it reported one, its ``info`` stands: no
+    NaN pivot comes before it, and the factor after it is undefined. A NaN entry below the diagonal makes its
+    row's pivot NaN, as LAPACK finds it; a +inf pivot is no failure, as in LAPACK's dpotrf."""
+    factor, info = blocked.cholesky_ex(matrix)
+    if blocked.library_device(matrix):  # LAPACK has reported a NaN pivot itself
+        return factor, info
+    found, first = factor.diagonal(dim1=-2, dim2=-1).isnan().max(-1)  # the first NaN pivot, where any is
+    return factor, torch.where(found & (info == 0), first + 1, info)  # int64: no cast to int32, a launch more
+
+
 def cholesky(matrix: Tensor) -> Tensor:
     """Lower Cholesky factor, retrying the failed matrices of a batch with growing jitter.
 
@@ -139,7 +154,7 @@ def cholesky(matrix: Tensor) -> Tensor:
     Args:
         matrix: symmetric ``[..., n, n]``.
     """
-    factor, info = blocked.cholesky_ex(matrix)
+    factor, info = _cholesky_ex(matrix)
     if _deferred:
         _deferred[-1].infos.append(info)
         return factor
@@ -163,7 +178,7 @@ def cholesky(matrix: Tensor) -> Tensor:
                 tried,
             )
             jitter = torch.where(retry, tried, jitter)
-            retry = (blocked.cholesky_ex(add_diagonal(matrix.detach(), jitter))[1] > 0) & ~lost
+            retry = (_cholesky_ex(add_diagonal(matrix.detach(), jitter))[1] > 0) & ~lost
         failed = retry | lost
     if failed.all():
         reason = f"even with jitter {tried:.1e}" if tried else "(non-finite entries)"

@@ -9,9 +9,11 @@ from gpstudy import linalg, numerics
 from gpstudy.linalg import (
     HALVES_FROM,
     CholeskyError,
+    blocked,
     cholesky,
     gram,
 )
+from gpstudy.runtime.host_sync import HostSyncCounter
 
 from matrices import (
     DTYPE,
@@ -130,3 +132,139 @@ def test_add_jitter_in_place_equals_add_jitter_and_writes_its_argument(generator
     linalg.add_jitter_(exponential[:, :5, :5] @ exponential[:, :5, :5].mT)  # a product's result is free
     with pytest.raises(RuntimeError, match="inplace"):
         linalg.add_jitter_(saved[:, :5, :].exp()).sum().backward()
+
+
+LAPACK_CHOLESKY_EX = torch.linalg.cholesky_ex  # the library's, on this CPU: LAPACK's potrf
+
+
+def cusolver_cholesky_ex(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.cholesky_ex`` as cuSOLVER's potrf decides a failure: a pivot fails where ``a_jj <= 0``, False
+    for NaN (LAPACK's potrf also tests ``isnan(a_jj)``). LAPACK's factor and ``info``, but where LAPACK stopped at a
+    NaN pivot j, ``info`` 0 and NaN in every column from j on, as running on through it gives (l_kj = a_kj / NaN,
+    and every later pivot less l_kj^2: :func:`cusolver_rule_step_by_step` checks it); where it stopped at a
+    non-positive pivot j, its ``info`` and NaN after column j (left undefined: here the worst case for a check
+    that looks for NaN)."""
+    factor, info = LAPACK_CHOLESKY_EX(matrix)
+    failed, pivot = info > 0, (info.long() - 1).clamp_min(0)
+    at_nan = failed & factor.diagonal(dim1=-2, dim2=-1).gather(-1, pivot[..., None]).squeeze(-1).isnan()
+    undefined = failed[..., None, None] & (torch.arange(matrix.shape[-1]) >= (pivot + ~at_nan)[..., None, None])
+    return torch.where(undefined, torch.nan, factor).tril(), torch.where(at_nan, 0, info)
+
+
+def cusolver_rule_step_by_step(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rule itself, column by column (unblocked, right-looking, the lower triangle): a pivot fails where
+    ``a_jj <= 0``, ``info`` the first failure's order; a failed matrix's columns from its failure on are left as
+    they were."""
+    work = matrix.tril()
+    info = torch.zeros(matrix.shape[:-2], dtype=torch.int32)
+    for j in range(matrix.shape[-1]):
+        info = torch.where((info == 0) & (work[..., j, j] <= 0), j + 1, info)
+        running = (info == 0)[..., None]
+        column = torch.where(running, work[..., j:, j] / work[..., j, j, None].sqrt(), work[..., j:, j])
+        work[..., j:, j] = column
+        update = torch.where(running[..., None], column[..., 1:, None] * column[..., None, 1:], 0.0)
+        work[..., j + 1 :, j + 1 :] -= update.tril()
+    return work, info
+
+
+def test_the_emulated_cusolver_leaf_is_the_rule_step_by_step(generator):
+    """The emulation is cuSOLVER's rule run column by column: LAPACK's factor and ``info`` for a positive-definite
+    matrix and a negative pivot, ``info`` 0 and the same NaN entries for a NaN pivot (on the diagonal, and made by a
+    NaN below it), where LAPACK reports the NaN pivot's order."""
+    batch = random_spd(generator, 4, 40, 40)
+    batch[1, 17, 17] = -1.0
+    batch[2, 23, 23] = torch.nan
+    batch[3, 30, 11] = torch.nan
+    factor, info = cusolver_cholesky_ex(batch)
+    expected, expected_info = cusolver_rule_step_by_step(batch)
+    assert LAPACK_CHOLESKY_EX(batch)[1].tolist() == [0, 18, 24, 31] and info.tolist() == expected_info.tolist()
+    assert expected_info.tolist() == [0, 18, 0, 0]
+    assert torch.equal(factor[[0, 2, 3]].isnan(), expected[[0, 2, 3]].isnan())
+    assert_close_to_scale(factor[[0, 2, 3]].nan_to_num(), expected[[0, 2, 3]].nan_to_num(), 1e-14)
+    assert_close_to_scale(factor[1, :, :17], expected[1, :, :17], 1e-14)  # the columns before the failure
+
+
+LEAF, LARGER = numerics.FACTOR_BLOCK, 2 * numerics.FACTOR_BLOCK + 44  # one leaf; four (300 at 128-row leaves)
+
+
+def broken(generator, dtype: torch.dtype, size: int, case: str, row: int, column: int) -> torch.Tensor:
+    """Three random SPD matrices ``[3, size, size]``, the middle one broken: ``nan`` a NaN entry at (row, column)
+    and its mirror; ``negative`` a_rr = -1 (no jitter saves it: the library's own failure); ``overflow`` finite,
+    a_00 tiny and a_r0 half the largest number (the rest of column 0 zero): l_r0 = a_r0 / l_00 overflows at every
+    jitter tried (each below 1/4, so l_00 < 1/2), so l_rk = (a_rk - inf * 0) / l_kk and row r's pivot are NaN at
+    every try."""
+    matrices = random_spd(generator, 3, size, size).to(dtype)
+    if case == "nan":
+        matrices[1, row, column] = matrices[1, column, row] = torch.nan
+    elif case == "negative":
+        matrices[1, row, row] = -1.0
+    else:
+        matrices[1, 0, :] = matrices[1, :, 0] = 0.0
+        matrices[1, 0, 0] = torch.finfo(dtype).eps ** 4
+        matrices[1, row, 0] = matrices[1, 0, row] = torch.finfo(dtype).max / 2
+    return matrices
+
+
+def steps_and_messages(matrices: torch.Tensor, caplog) -> tuple[torch.Tensor, list[bool], torch.Tensor, list[str]]:
+    """The deferred check's ``info``, ``any_failed`` without and with the broken split lost, the eager factor and
+    the jitter warnings it logged."""
+    with linalg.deferred_factor_checks() as checks:
+        cholesky(matrices)
+    failed = [checks.any_failed(), checks.any_failed(torch.tensor([False, True, False]))]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=linalg.factor.__name__):
+        factor = cholesky(matrices)
+    return checks.infos[0], failed, factor, [record.getMessage() for record in caplog.records]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("size", [LEAF, LARGER])
+@pytest.mark.parametrize(
+    ("case", "place"),
+    [("nan", "first diagonal"), ("nan", "first below"), ("nan", "last diagonal"), ("nan", "last below")]
+    + [(case, place) for case in ("overflow", "negative") for place in ("first", "last")],
+)
+def test_a_failure_off_a_cpu_is_lapack_s_with_cusolver_s_leaves(
+    generator, caplog, monkeypatch, dtype, size, case, place
+):
+    """Off a CPU the blocked factor's leaves are cuSOLVER's, whose ``info`` stays 0 at a NaN pivot: the deferred
+    check still reports LAPACK's ``info`` (the order of the first failed leading minor: a NaN entry's row, the
+    NaN below the diagonal making its row's pivot NaN), and the eager factor takes the CPU's path: the same
+    jitter tries (none for a non-finite matrix, every one for the finite ones), the same failed matrix, the same
+    error where every matrix fails; a negative pivot keeps the library's own ``info``, whatever its partial factor
+    holds after it. In the first leaf and in the last, one leaf and four."""
+    row, column = {
+        "first diagonal": (5, 5),
+        "first below": (9, 3),
+        "last diagonal": (size - 10, size - 10),
+        "last below": (size - 20, 7),  # in the blocked solve's block A21 where the matrix has leaves below the first
+        "first": (9, 0),
+        "last": (size - 10, 0),
+    }[place]
+    matrices = broken(generator, dtype, size, case, row, column)
+    expected_info, expected_failed, expected, expected_messages = steps_and_messages(matrices, caplog)
+    assert expected_info.tolist() == [0, row + 1, 0] and expected_failed == [True, False]  # LAPACK's, on this CPU
+    assert len(expected_messages) == (0 if case == "nan" else numerics.CHOLESKY_MAX_TRIES)
+    with pytest.raises(CholeskyError):
+        cholesky(matrices[1:2])
+    monkeypatch.setattr(blocked, "library_device", lambda tensor: False)  # as on CUDA: the blocked factor ...
+    monkeypatch.setattr(torch.linalg, "cholesky_ex", cusolver_cholesky_ex)  # ... with cuSOLVER's leaves
+    info, failed, factor, messages = steps_and_messages(matrices, caplog)
+    assert info.tolist() == expected_info.tolist() and failed == expected_failed and messages == expected_messages
+    assert factor[1].isnan().all() and expected[1].isnan().all()
+    assert_close_to_scale(factor[[0, 2]], expected[[0, 2]], 1e-12 if dtype == torch.float64 else 1e-5)
+    with pytest.raises(CholeskyError):  # the broken matrix alone: every matrix of the call fails, as on the CPU
+        cholesky(matrices[1:2])
+
+
+def test_the_nan_pivot_check_reads_nothing_on_the_host(generator, monkeypatch):
+    """The check is device work: on ``meta`` (no values to read) and on the blocked path on the CPU, a deferred
+    factorization dispatches no host synchronisation."""
+    matrices = broken(generator, DTYPE, LARGER, "nan", 9, 3)
+    with HostSyncCounter() as counter, OperatorNames() as called, linalg.deferred_factor_checks() as checks:
+        cholesky(matrices.to("meta"))
+    assert counter.events == [] and checks.infos[0].device.type == "meta" and "isnan" in called, counter.summary()
+    monkeypatch.setattr(blocked, "library_device", lambda tensor: False)
+    with HostSyncCounter() as counter, linalg.deferred_factor_checks() as checks:
+        cholesky(matrices)
+    assert counter.events == [] and checks.infos[0].tolist() == [0, 10, 0], counter.summary()
