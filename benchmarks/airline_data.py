@@ -39,37 +39,6 @@ if TYPE_CHECKING:  # imported in the children only
 REAL_ROWS = 7_009_728  # flights in the real 2008.csv
 PAPER_SIZES = (700_000, 100_000)  # the paper's random train/test draw, at the real size
 CHUNK_ROWS = 250_000  # rows generated and written at a time
-COLUMNS = [
-    "Year",
-    "Month",
-    "DayofMonth",
-    "DayOfWeek",
-    "DepTime",
-    "CRSDepTime",
-    "ArrTime",
-    "CRSArrTime",
-    "UniqueCarrier",
-    "FlightNum",
-    "TailNum",
-    "ActualElapsedTime",
-    "CRSElapsedTime",
-    "AirTime",
-    "ArrDelay",
-    "DepDelay",
-    "Origin",
-    "Dest",
-    "Distance",
-    "TaxiIn",
-    "TaxiOut",
-    "Cancelled",
-    "CancellationCode",
-    "Diverted",
-    "CarrierDelay",
-    "WeatherDelay",
-    "NASDelay",
-    "SecurityDelay",
-    "LateAircraftDelay",
-]
 CARRIERS = [
     "WN",
     "AA",
@@ -168,6 +137,8 @@ def flights(first: int, n: int, total: int, tails: np.ndarray, rng: np.random.Ge
     """Rows ``first .. first + n - 1`` of a ``total``-row table of 2008, in month order."""
     import numpy as np
     import pandas as pd
+
+    from gpstudy.data.airline import COLUMNS
 
     day_of_year = (np.arange(first, first + n) * 366) // total  # 2008 is a leap year
     dates = np.datetime64("2008-01-01") + day_of_year.astype("timedelta64[D]")

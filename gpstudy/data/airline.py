@@ -28,6 +28,37 @@ log = logging.getLogger(__name__)
 YEAR = 2008
 FEATURES = ["Month", "DayofMonth", "DayOfWeek", "PlaneAge", "AirTime", "Distance", "ArrTime", "DepTime"]
 TARGET = "ArrDelay"  # minutes
+COLUMNS = [  # the 29 columns of 2008.csv, in its order, as the synthetic tables of the tests and benchmarks write them
+    "Year",
+    "Month",
+    "DayofMonth",
+    "DayOfWeek",
+    "DepTime",
+    "CRSDepTime",
+    "ArrTime",
+    "CRSArrTime",
+    "UniqueCarrier",
+    "FlightNum",
+    "TailNum",
+    "ActualElapsedTime",
+    "CRSElapsedTime",
+    "AirTime",
+    "ArrDelay",
+    "DepDelay",
+    "Origin",
+    "Dest",
+    "Distance",
+    "TaxiIn",
+    "TaxiOut",
+    "Cancelled",
+    "CancellationCode",
+    "Diverted",
+    "CarrierDelay",
+    "WeatherDelay",
+    "NASDelay",
+    "SecurityDelay",
+    "LateAircraftDelay",
+]
 NUMBERS = [
     "Month",
     "DayofMonth",

@@ -12,44 +12,13 @@ import pandas as pd
 import pytest
 
 from gpstudy.data import ChecksumError, DataError, FetchError, get_dataset, prepare_split, prepare_table
-from gpstudy.data.airline import FEATURES, FILTERS, minutes_since_midnight, plane_ages, read_airline
+from gpstudy.data.airline import COLUMNS, FEATURES, FILTERS, minutes_since_midnight, plane_ages, read_airline
 from gpstudy.data.fetch import sha256_of
 from gpstudy.data.prepare import fetch_dataset
 from gpstudy.data.split import load_split
 from gpstudy.io import read_json
 from gpstudy.study import ConfigError, data_stage_params, dataset_of, merge, validate_config
 
-COLUMNS = [
-    "Year",
-    "Month",
-    "DayofMonth",
-    "DayOfWeek",
-    "DepTime",
-    "CRSDepTime",
-    "ArrTime",
-    "CRSArrTime",
-    "UniqueCarrier",
-    "FlightNum",
-    "TailNum",
-    "ActualElapsedTime",
-    "CRSElapsedTime",
-    "AirTime",
-    "ArrDelay",
-    "DepDelay",
-    "Origin",
-    "Dest",
-    "Distance",
-    "TaxiIn",
-    "TaxiOut",
-    "Cancelled",
-    "CancellationCode",
-    "Diverted",
-    "CarrierDelay",
-    "WeatherDelay",
-    "NASDelay",
-    "SecurityDelay",
-    "LateAircraftDelay",
-]  # the 29 columns of 2008.csv, in its order
 JANUARY_TO_APRIL = (1, 2, 3, 4)  # config.yaml's months
 PLANE_COLUMNS = "tailnum,type,manufacturer,issue_date,model,status,aircraft_type,engine_type,year"
 
