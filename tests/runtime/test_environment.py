@@ -8,19 +8,19 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 import gpstudy
 import gpstudy.runtime.environment as provenance
 import gpstudy.training.run as run_module
-from gpstudy.data import Split
 from gpstudy.io import read_json
 from gpstudy.linalg import CholeskyError
 from gpstudy.report.results import collect_runs, read_runs
 from gpstudy.runtime.environment import RECORDED, checkout_state, cpu_model
 from gpstudy.training.run import run_splits
+
+from splits import small_split
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,20 +41,6 @@ def package_repository(folder: Path) -> Path:
     (package / "__init__.py").write_text("x = 1\n")
     git(folder, "init", "-q")
     return package
-
-
-def split() -> Split:
-    rng = np.random.default_rng(0)
-    return Split(
-        x_train=rng.normal(size=(8, 2)),
-        y_train=rng.normal(size=8),
-        x_test=rng.normal(size=(4, 2)),
-        y_test=rng.normal(size=4),
-        x_mean=np.zeros(2),
-        x_std=np.ones(2),
-        y_mean=0.0,
-        y_std=1.0,
-    )
 
 
 def labels(s: int) -> dict[int, dict]:
@@ -107,10 +93,10 @@ def test_every_run_records_its_code_libraries_and_device(settings_for, tmp_path,
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)  # the count in effect when the run ran, not a default
     request.addfinalizer(lambda: torch.set_num_threads(threads))
-    ok = run_splits({0: split()}, run, {0: tmp_path / "ok"}, tmp_path / "ok.pt", labels(0))[0]
+    ok = run_splits({0: small_split()}, run, {0: tmp_path / "ok"}, tmp_path / "ok.pt", labels(0))[0]
     monkeypatch.setattr(run_module, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(CholeskyError("x")))
     failed = run_splits(
-        {1: split()}, replace(run, seed=1), {1: tmp_path / "failed"}, tmp_path / "failed.pt", labels(1)
+        {1: small_split()}, replace(run, seed=1), {1: tmp_path / "failed"}, tmp_path / "failed.pt", labels(1)
     )[1]
     assert failed["status"].startswith("failed")
     if (REPO / ".git").exists():  # the tests run from a checkout: its commit, and whether it has local changes
@@ -151,9 +137,9 @@ def test_a_new_library_or_commit_never_makes_a_finished_run_stale(settings_for, 
     """The recorded fields are no part of a job's identity: its rerun under another commit rewrites its
     outputs from the finished record (training nothing), and they say what the run was trained with."""
     run = settings_for("svgp", 4, iterations=1, batch_size=8, eval_every=1, device="cpu")
-    first = run_splits({0: split()}, run, {0: tmp_path}, tmp_path / "job.pt", labels(0))[0]
+    first = run_splits({0: small_split()}, run, {0: tmp_path}, tmp_path / "job.pt", labels(0))[0]
     monkeypatch.setattr(provenance, "package_checkout_state", lambda: ("f" * 40, True))
     monkeypatch.setattr(provenance.torch, "__version__", "9.9.9")
     monkeypatch.setattr(run_module, "fit", lambda *args, **kwargs: pytest.fail("a finished run trained again"))
-    again = run_splits({0: split()}, run, {0: tmp_path}, tmp_path / "job.pt", labels(0))[0]
+    again = run_splits({0: small_split()}, run, {0: tmp_path}, tmp_path / "job.pt", labels(0))[0]
     assert again == first == json.loads((tmp_path / "metrics.json").read_text())

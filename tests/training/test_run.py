@@ -25,19 +25,7 @@ from gpstudy.training.run import (
 )
 from gpstudy.training.stopping import Stopped
 
-
-def split(seed: int = 0) -> Split:
-    rng = np.random.default_rng(seed)
-    return Split(
-        x_train=rng.normal(size=(8, 2)),
-        y_train=rng.normal(size=8),
-        x_test=rng.normal(size=(4, 2)),
-        y_test=rng.normal(size=4),
-        x_mean=np.zeros(2),
-        x_std=np.ones(2),
-        y_mean=0.0,
-        y_std=1.0,
-    )
+from splits import small_split
 
 
 def test_box_moves_to_standardized_inputs(study_config):
@@ -58,7 +46,7 @@ def test_a_fresh_kernel_starts_at_the_initial_lengthscale(settings_for):
 
 
 def test_the_fingerprint_holds_the_device_type_not_the_gpu_index(settings_for):
-    settings, splits = settings_for("svgp", 4), {0: split()}
+    settings, splits = settings_for("svgp", 4), {0: small_split()}
     on = {
         device: run_fingerprint(replace(settings, device=device), splits, None)
         for device in ("cuda:0", "cuda:1", "cuda", "cpu")
@@ -69,7 +57,7 @@ def test_the_fingerprint_holds_the_device_type_not_the_gpu_index(settings_for):
 
 
 def test_when_checkpoints_are_taken_is_not_what_they_belong_to(settings_for):
-    settings, splits = settings_for("svgp", 4), {0: split()}
+    settings, splits = settings_for("svgp", 4), {0: small_split()}
     rescheduled = replace(settings, checkpoint_minutes=1, checkpoint_every=7)
     assert run_fingerprint(rescheduled, splits, None) == run_fingerprint(settings, splits, None)
     assert run_fingerprint(replace(settings, lr=0.1), splits, None) != run_fingerprint(settings, splits, None)
@@ -103,7 +91,7 @@ def test_a_job_sets_its_linear_algebra_library_for_its_device(settings_for, monk
     factorizations' library for the device it computes on (``gpstudy.runtime.flags.set_linalg_library``)."""
     devices_seen = []
     monkeypatch.setattr(run_module, "set_linalg_library", devices_seen.append)
-    run_module.SplitsProblem({0: split()}, settings_for("svgp", 4, device="cpu"), None)
+    run_module.SplitsProblem({0: small_split()}, settings_for("svgp", 4, device="cpu"), None)
     assert devices_seen == [torch.device("cpu")]
 
 
@@ -115,11 +103,13 @@ def test_a_run_sets_its_tf32_setting_and_records_whether_tf32_was_in_effect(sett
     try:
         for tf32 in (False, True):
             run = settings_for("svgp", 4, iterations=1, batch_size=8, eval_every=1, device="cpu", tf32=tf32)
-            metrics = run_splits({0: split()}, run, {0: tmp_path}, tmp_path / "checkpoint.pt", {0: {}})
+            metrics = run_splits({0: small_split()}, run, {0: tmp_path}, tmp_path / "checkpoint.pt", {0: {}})
             assert metrics[0]["tf32"] is read_json(tmp_path / "metrics.json")["tf32"] is False
             assert torch.backends.cuda.matmul.allow_tf32 is torch.backends.cudnn.allow_tf32 is tf32
         monkeypatch.setattr(run_module, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(CholeskyError("x")))
-        failed = run_splits({0: split()}, replace(run, tf32=False), {0: tmp_path}, tmp_path / "checkpoint.pt", {0: {}})
+        failed = run_splits(
+            {0: small_split()}, replace(run, tf32=False), {0: tmp_path}, tmp_path / "checkpoint.pt", {0: {}}
+        )
         assert failed[0]["status"].startswith("failed") and failed[0]["tf32"] is False
         assert settings_for("svgp", 4).tf32 is False
     finally:
@@ -145,11 +135,15 @@ def test_pretraining_reads_no_setting_beyond_its_params(settings_for):
     assert set(others) | set(PRETRAINING_READS) == {field.name for field in fields(RunSettings)}
     settings = settings_for("exact", 1, pretrain_iterations=3, pretrain_subset=6)
     assert all(getattr(settings, key) != value for key, value in others.items())
-    assert pretrain_splits({0: split()}, replace(settings, **others)) == pretrain_splits({0: split()}, settings)
-    assert pretrain_splits({0: split()}, replace(settings, pretrain_lr=0.2)) != pretrain_splits({0: split()}, settings)
-    fingerprint = pretraining_fingerprint(settings, {0: split()})  # what its checkpoint belongs to: the same
-    assert pretraining_fingerprint(replace(settings, **others), {0: split()}) == fingerprint
-    assert pretraining_fingerprint(replace(settings, pretrain_lr=0.2), {0: split()}) != fingerprint
+    assert pretrain_splits({0: small_split()}, replace(settings, **others)) == pretrain_splits(
+        {0: small_split()}, settings
+    )
+    assert pretrain_splits({0: small_split()}, replace(settings, pretrain_lr=0.2)) != pretrain_splits(
+        {0: small_split()}, settings
+    )
+    fingerprint = pretraining_fingerprint(settings, {0: small_split()})  # what its checkpoint belongs to: the same
+    assert pretraining_fingerprint(replace(settings, **others), {0: small_split()}) == fingerprint
+    assert pretraining_fingerprint(replace(settings, pretrain_lr=0.2), {0: small_split()}) != fingerprint
 
 
 @pytest.mark.parametrize("stopped", ["itself", "split 1", "other data", "pretrain_lr 0.2"])
@@ -160,18 +154,18 @@ def test_pretraining_resumes_from_its_own_checkpoint_alone_and_removes_it_when_d
     index (its own seed), data or setting is discarded with a warning, never resumed; either way the numbers
     are an uninterrupted run's, and the checkpoint is gone once pretraining is done."""
     settings, checkpoint = settings_for("exact", 1, pretrain_iterations=8, pretrain_subset=6), tmp_path / "c.pt"
-    fresh = pretrain_splits({0: split()}, settings)
+    fresh = pretrain_splits({0: small_split()}, settings)
     splits, changed = {
-        "split 1": ({1: split()}, settings),
-        "other data": ({0: split(seed=1)}, settings),
-        "pretrain_lr 0.2": ({0: split()}, replace(settings, pretrain_lr=0.2)),
-    }.get(stopped, ({0: split()}, settings))
+        "split 1": ({1: small_split()}, settings),
+        "other data": ({0: small_split(seed=1)}, settings),
+        "pretrain_lr 0.2": ({0: small_split()}, replace(settings, pretrain_lr=0.2)),
+    }.get(stopped, ({0: small_split()}, settings))
     pretraining_steps(sigterm_at=3)
     with pytest.raises(Stopped, match="^checkpointed at iteration 3 on SIGTERM$"):
         pretrain_splits(splits, changed, checkpoint)
     caplog.set_level(logging.INFO, logger="gpstudy")
     steps = pretraining_steps()
-    assert pretrain_splits({0: split()}, settings, checkpoint) == fresh
+    assert pretrain_splits({0: small_split()}, settings, checkpoint) == fresh
     resumed = f"resumed from {checkpoint} at iteration 4" in caplog.messages
     discarded = f"checkpoint {checkpoint} belongs to other settings, splits, start or code: discarded, starting afresh"
     assert (resumed, discarded in caplog.messages, len(steps)) == (
