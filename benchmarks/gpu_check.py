@@ -126,15 +126,18 @@ def prepared_estimates(rows: list[tuple[str, int, int]]) -> dict:
     return {ESTIMATES: [counted_row(*row) for row in dict.fromkeys(rows)], "torch": torch.__version__}
 
 
+def prepared_row(prepared: dict, method: str, M: int, splits: int) -> dict | None:
+    """The row (method, M, splits) of a prepared file (:func:`prepared_estimates`), None where it lacks it."""
+    return next(
+        (row for row in prepared[ESTIMATES] if (row["method"], row["M"], row["splits"]) == (method, M, splits)), None
+    )
+
+
 def row_estimates(prepared: dict | None, method: str, M: int, splits: int) -> dict[str, dict] | None:
     """A row's estimate under each rate set (``Estimate`` fields by name): from ``prepared``
-    (:func:`prepared_estimates`), None where it lacks the row; counted on ``meta`` now when no file is given."""
-    if prepared is None:
-        return counted_row(method, M, splits)["estimates"]
-    for row in prepared[ESTIMATES]:
-        if (row["method"], row["M"], row["splits"]) == (method, M, splits):
-            return row["estimates"]
-    return None
+    (:func:`prepared_row`), None where it lacks the row; counted on ``meta`` now when no file is given."""
+    row = counted_row(method, M, splits) if prepared is None else prepared_row(prepared, method, M, splits)
+    return None if row is None else row["estimates"]
 
 
 def estimated(prepared: dict | None, method: str, M: int, splits: int) -> list[str]:
@@ -291,8 +294,13 @@ def copy_rates(device: torch.device, repeats: int) -> list[tuple[str, str]]:
     return facts
 
 
+def environment_facts(device: torch.device, repeats: int) -> list[tuple[str, str]]:
+    """Section 1's facts: ``device_check.environment``'s and :func:`copy_rates`."""
+    return check.environment(device, repeats) + copy_rates(device, repeats)
+
+
 def environment_section(args, device: torch.device, repeats: int) -> tuple[list[str], list[list[str]]]:
-    facts = check.environment(device, repeats) + copy_rates(device, repeats)
+    facts = environment_facts(device, repeats)
     return ["## 1. Environment", "", *table(["", ""], [list(fact) for fact in facts])], []
 
 
