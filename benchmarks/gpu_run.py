@@ -46,6 +46,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import zipfile
@@ -258,7 +259,7 @@ def prepare(args: argparse.Namespace) -> None:
     relative = carry.relative_to(ROOT) if carry.is_relative_to(ROOT) else carry
     print(
         f"{carry}: {folder_bytes(carry) / 2**20:.2f} MiB ({wheels / 2**20:.2f} MiB of wheels); "
-        f"{len(counted)} rows counted on meta\n"
+        f"{len(estimates[gpu_check.ESTIMATES])} rows counted on meta\n"
         f"carry: [{json.dumps(str(relative))}]\n"
         f"on the GPU, from the checkout's top: python benchmarks/gpu_run.py run --carry {relative} --out $OUT"
     )
@@ -360,7 +361,7 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"{args.carry / PREPARED}: no such file; run `python benchmarks/gpu_run.py prepare` first")
     prepared = json.loads((args.carry / PREPARED).read_text())
     args.out.mkdir(parents=True, exist_ok=True)
-    site = args.out / "site"
+    site = Path(tempfile.mkdtemp(prefix="gpu_run_site."))  # not under --out: nothing of it need come back
     unpacked = install_wheels(args.carry, site)
     sys.path[:0] = [str(ROOT), str(site)]  # gpstudy from this checkout, then the carried wheels
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(site), os.environ.get("PYTHONPATH", "")])}
