@@ -8,7 +8,7 @@
 top, git-ignored): the wheels a GPU image may lack (:data:`REQUIREMENTS` and their dependencies, for
 :data:`GPU_PYTHON` on manylinux, by ``pip download``; ``--no-wheels`` skips it), Boston's splits made by the
 workflow's own data stage (``gpstudy.cli.ensure_split`` under the packaged config and ``gpu_run.yaml``'s
-overrides), their exact-GP pretraining as the workflow's rule does it (``gpstudy.training.run.pretrain_splits``
+overrides), their exact-GP pretraining as the workflow's rule does it (``gpstudy.training.run.pretrain_split``
 on one split at a time, with ``exact_gp_settings``: ``methods.exact.device``, the CPU), and ``prepared.json``:
 each row's costs counted on ``meta`` and estimated under each rate set (``gpu_check.prepared_estimates``, i.e.
 ``benchmarks/gpu_estimate.py``'s ``counts`` and ``estimate``), so that no CPU minute of the GPU machine goes to
@@ -171,23 +171,22 @@ def download_wheels(folder: Path) -> None:
 
 
 def pretrain_split(carry: str, split: int, root: str) -> str:
-    """Pretrain one split as the workflow's pretrain rule does (one split, one thread, the exact GP's settings)
-    and write its hyperparameters under ``root`` at ``gpstudy.paths.PRETRAINED``; the file's path."""
+    """Pretrain one split as the workflow's pretrain rule does (its job's function,
+    ``gpstudy.training.run.pretrain_split``, on its threads and the exact GP's settings), its hyperparameters
+    written under ``root`` at ``gpstudy.paths.PRETRAINED``; the file's path."""
     import torch
 
     from gpstudy import paths
-    from gpstudy.data import load_split
-    from gpstudy.io import write_json
     from gpstudy.study import exact_gp_settings
-    from gpstudy.training import pretrain_splits
-    from gpstudy.training.run import pretraining_reads, pretraining_settings
+    from gpstudy.training.run import PRETRAIN_THREADS, pretraining_reads
+    from gpstudy.training.run import pretrain_split as pretrain_job
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(PRETRAIN_THREADS)
     config = run_config(Path(carry))
-    settings = pretraining_settings(pretraining_reads(exact_gp_settings(config, DATASET)))
-    splits = {split: load_split(Path(carry) / data_path(config, paths.SPLIT, split))}
     target = Path(root) / data_path(config, paths.PRETRAINED, split)
-    write_json(target, pretrain_splits(splits, settings)[split])
+    checkpoint = Path(root) / data_path(config, paths.PRETRAIN_CHECKPOINT, split)
+    reads = pretraining_reads(exact_gp_settings(config, DATASET))
+    pretrain_job(split, Path(carry) / data_path(config, paths.SPLIT, split), reads, target, checkpoint)
     return str(target)
 
 
@@ -688,7 +687,14 @@ def snakemake_job(
     from gpstudy.io import read_json
 
     folder = args.out / "work" / "snakemake"
-    command = ["snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(folder)]
+    command = [
+        "snakemake",
+        batch,
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(folder),
+    ]  # target first: --config takes the rest
     command += [
         "--configfile",
         str(args.carry / OVERRIDES),
@@ -703,7 +709,7 @@ def snakemake_job(
         f"device={args.device}",
         f"mirror={args.carry / 'data' / 'raw'}",
     ]
-    subprocess.run([*command, batch], check=True, timeout=max(1.0, deadline - time.monotonic()))
+    subprocess.run(command, check=True, timeout=max(1.0, deadline - time.monotonic()))
     return {s: read_json(folder / batch / paths.SPLIT_FOLDER.format(split=s) / "metrics.json") for s in splits}
 
 

@@ -3,6 +3,7 @@ mirror, then run every stage as its own process, each under its budget, writing 
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,19 @@ def test_a_stage_over_its_budget_is_stopped_and_the_next_still_runs(carry, tmp_p
     report = (out / "gpu_run.md").read_text()
     assert "## environment: timed out: stopped at its budget of 0.5 s" in report and "## Pretraining" in report
     assert "## Environment" not in report  # it was stopped before it wrote
+
+
+@pytest.mark.skipif(shutil.which("snakemake") is None, reason="the Snakemake route needs snakemake on PATH")
+def test_the_snakemake_route_trains_the_row_through_the_workflow(carry, tmp_path):
+    out = tmp_path / "out"
+    gpu_run(
+        *("run", "--carry", str(carry), "--out", str(out), "--dry-run", "--engine", "snakemake"),
+        *("--stages", "pretrain", "svgp-100"),
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(s["stage"], s["status"]) for s in summary["stages"]] == [("pretrain", "done"), ("svgp-100", "done")]
+    result = summary["stages"][1]["result"]
+    assert result["engine"] == "snakemake" and all(s["status"] == "ok" for s in result["splits"].values())
+    batch = out / "work" / "snakemake" / "results" / "uci" / "boston" / "svgp" / "M100" / "splits0-1"
+    metrics = [json.loads((batch / f"split{s}" / "metrics.json").read_text()) for s in (0, 1)]
+    assert [m["iterations"] for m in metrics] == [result["iterations"]] * 2  # the slice's, given by --config
