@@ -1,8 +1,8 @@
 """The one path grammar of a study's files, shared by the Snakemake rules and the ``gpstudy`` CLI.
 
 Patterns are relative to the working directory; ``{name}`` fields are Snakemake wildcards. The names
-a config gives its data sets and methods become path parts: ``NameRule``s say which names those are,
-for both the config's validation and the rules' ``wildcard_constraints``.
+a config gives its data sets, methods and experiments become path parts: ``NameRule``s say which names those
+are, for both the config's validation and the rules' ``wildcard_constraints``.
 """
 
 import re
@@ -23,6 +23,7 @@ class NameRule:
 
 DATASET_NAME = NameRule("[a-z0-9_]+", "lowercase letters, digits, underscore")  # {dataset}
 METHOD_NAME = NameRule("[a-z][a-z0-9_]*", "a lowercase letter, then lowercase letters, digits, underscore")  # {method}
+EXPERIMENT_NAME = DATASET_NAME  # {experiment}
 
 RAW_MANIFEST = "data/raw/{dataset}/files_{protocol}.json"  # checksums of the fetched files
 TABLE = "data/tables/{dataset}_{protocol}.npz"  # the whole data set as read from its raw files

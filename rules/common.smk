@@ -2,6 +2,7 @@
 
 import functools
 import os
+import re
 from dataclasses import asdict
 
 from gpstudy import paths
@@ -22,15 +23,15 @@ JOBS = study_jobs(config)
 EXPERIMENTS = sorted({job.experiment for job in JOBS})
 
 
-wildcard_constraints:
+wildcard_constraints:  # names as alternatives are escaped: each matches itself only
     dataset=paths.DATASET_NAME.pattern,
-    protocol="|".join(PROTOCOLS),
+    protocol="|".join(map(re.escape, PROTOCOLS)),
     split=r"\d+",
     splits=r"\d+-\d+",
-    experiment="|".join(EXPERIMENTS) or "none",
+    experiment="|".join(map(re.escape, EXPERIMENTS)) or "none",
     method=paths.METHOD_NAME.pattern,
     M=r"\d+",
-    metric="|".join(sorted({m for metrics in TASK_METRICS.values() for m in metrics})),
+    metric="|".join(map(re.escape, sorted({m for metrics in TASK_METRICS.values() for m in metrics}))),
 
 
 def split_path(dataset, split):

@@ -222,6 +222,33 @@ def test_config_file_error_stops_before_any_job(tmp_path, line, edited, message)
     assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
 
 
+def overlay_dry_run(tmp_path: Path, overlay: dict) -> subprocess.CompletedProcess:
+    """A dry run in ``tmp_path/work`` of config.yaml with ``overlay`` (a --configfile) merged over it."""
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    (tmp_path / "work").mkdir()
+    return snakemake(tmp_path / "work", "-n", config=tmp_path / "overlay.yaml")
+
+
+def refused(run: subprocess.CompletedProcess, message: str, tmp_path: Path) -> None:
+    """Assert a dry run stopped on one line matching ``message``, with no traceback and nothing written."""
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and re.search(message, output), output
+    assert "Traceback" not in output, output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["overlay.yaml", "work"]
+    assert not (tmp_path / "work" / "data").exists() and not (tmp_path / "work" / "results").exists()
+
+
+@pytest.mark.parametrize("name", ["../../../esc", "u.i", "Uci"])
+def test_an_experiment_name_outside_the_path_rule_is_refused_before_any_job(tmp_path, name):
+    experiment = {"datasets": ["boston"], "methods": {"svgp": [10]}, "outputs": ["tables"]}
+    run = overlay_dry_run(
+        tmp_path, {"datasets": ["boston"], "splits": 1, "experiments": {name: experiment}, "run_experiments": [name]}
+    )
+    refused(
+        run, rf"config key \$\.experiments\.{re.escape(name)}: experiment name '{re.escape(name)}' must match", tmp_path
+    )
+
+
 @pytest.fixture(scope="module")
 def quick_study(tmp_path_factory, shared_data):
     """The README's quick study, run once from scratch in a temporary folder."""

@@ -174,7 +174,7 @@ def declared_classes(config: dict[str, Any], name: str) -> list[tuple[int, str]]
 
 
 def _bad_names(config: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path, problem) of every data set, method and variant name that breaks its rule in ``paths``:
+    """(path, problem) of every data set, method, variant and experiment name that breaks its rule in ``paths``:
     the names become parts of the study's file paths, and Snakemake matches them by those rules."""
     named = [(paths.DATASET_NAME, "data set", f"$.datasets[{i}]", name) for i, name in enumerate(config["datasets"])]
     named += [
@@ -182,7 +182,12 @@ def _bad_names(config: dict[str, Any]) -> list[tuple[str, str]]:
         for name in config.get("dataset_options", {})
     ]
     named += [(paths.METHOD_NAME, "variant", f"$.variants.{name}", name) for name in config.get("variants", {})]
+    named += [
+        (paths.EXPERIMENT_NAME, "experiment", f"$.run_experiments[{i}]", name)
+        for i, name in enumerate(config.get("run_experiments") or [])
+    ]
     for experiment, spec in config["experiments"].items():
+        named.append((paths.EXPERIMENT_NAME, "experiment", f"$.experiments.{experiment}", experiment))
         named += [
             (paths.DATASET_NAME, "data set", f"$.experiments.{experiment}.datasets[{i}]", name)
             for i, name in enumerate(spec["datasets"])

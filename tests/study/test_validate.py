@@ -138,9 +138,11 @@ def test_registered_names_keep_the_rules_the_workflow_matches_paths_by():
 
     assert all(paths.DATASET_NAME.allows(name) for name in DATASETS)
     assert all(paths.METHOD_NAME.allows(name) for name in [*METHODS, *BASE["variants"]])
+    assert all(paths.EXPERIMENT_NAME.allows(name) for name in BASE["experiments"])
     assert not paths.DATASET_NAME.allows("boston\n") and not paths.METHOD_NAME.allows("2svgp")
     constraints = (REPO / "rules/common.smk").read_text()  # the wildcard constraints ask the same rules
     assert "dataset=paths.DATASET_NAME.pattern," in constraints and "method=paths.METHOD_NAME.pattern," in constraints
+    assert 'experiment="|".join(map(re.escape, EXPERIMENTS))' in constraints  # names as alternatives, escaped
 
 
 def test_study_jobs_batch_all_splits_by_default():
@@ -454,3 +456,78 @@ def test_a_user_data_set_named_like_a_built_in_one_is_refused_naming_the_key():
             datasets=["my_boston"], dataset_options={"my_boston": own}, experiments={"uci": {"datasets": ["my_boston"]}}
         )
     )
+
+
+HOSTILE_NAMES = ["../esc"]  # names that would write outside the study's folders, were they path parts
+
+
+def config_strings(value):
+    """Every string of a config, its keys and values."""
+    if isinstance(value, dict):
+        return {string for key, item in value.items() for string in {key, *config_strings(item)}}
+    if isinstance(value, list):
+        return {string for item in value for string in config_strings(item)}
+    return {value} if isinstance(value, str) else set()
+
+
+def with_string(value, old, new):
+    """A copy of a config with every key and value ``old`` replaced by ``new``."""
+    if isinstance(value, dict):
+        return {(new if key == old else key): with_string(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [with_string(item, old, new) for item in value]
+    return new if value == old else value
+
+
+def planned_paths(config):
+    """Every file or folder the study's plan writes (gpstudy.paths' patterns filled in as the rules fill them)."""
+    from gpstudy import paths
+    from gpstudy.study import experiment_targets
+
+    found = list(experiment_targets(config))
+    for job in study_jobs(config):
+        found += [paths.BATCH.format(**job.wildcards()), paths.CHECKPOINT.format(**job.wildcards())]
+        found += [paths.RUN.format(**job.wildcards(), split=split) for split in job.splits]
+        found += [
+            paths.CURVES_FIGURE.format(experiment=job.experiment),
+            paths.REFERENCE.format(experiment=job.experiment),
+        ]
+    for name in {job.dataset for job in study_jobs(config)}:
+        plan = data_plan(config, name)
+        fields = {"dataset": name, "protocol": plan.protocol}
+        found += [paths.RAW_MANIFEST.format(**fields), paths.TABLE.format(**fields)]
+        found += [f"data/raw/{name}/{spec.path}" for spec in dataset_of(config, name).files(plan.protocol)]
+        found += [paths.SPLIT.format(**fields, split=split) for split in plan.splits]
+        found += [paths.PRETRAINED.format(**fields, split=split) for split in plan.splits]
+    return found
+
+
+def test_no_config_string_writes_outside_the_study_folders():
+    """Each string of a config (a data set, experiment, method, variant, a user file's name or URL, every
+    value and key), replaced in turn wherever it occurs by a name that climbs out: the config is refused,
+    or no planned path has a part that climbs (``..``) or is absolute."""
+    source = {"url": "https://example.org/mine.csv", "file": "mine.csv", "sha256": "0" * 64}
+    config = with_nested(
+        datasets=["boston", "mine"],
+        splits=1,
+        dataset_options={"mine": {"source": source, "format": "csv", "target": "y", "task": "regression"}},
+        variants={"svgp_fast": {"method": "svgp", "label": "SVGP fast"}},
+        experiments={
+            "mine_exp": {"datasets": ["boston", "mine"], "methods": {"svgp_fast": [5]}, "outputs": ["tables"]}
+        },
+        run_experiments=["mine_exp", "uci"],
+    )
+    validate_config(config)
+    assert len(planned_paths(config)) > 50
+    walked = []
+    for string in sorted(config_strings(config)):
+        for text in HOSTILE_NAMES:
+            changed = with_string(config, string, text)
+            try:
+                validate_config(changed)
+            except ConfigError:
+                continue
+            walked.append(string)
+            climbing = [p for p in planned_paths(changed) if Path(p).is_absolute() or ".." in Path(p).parts]
+            assert not climbing, f"{string!r} -> {text!r} plans {climbing[:3]}"
+    assert {BASE["gpu_lock_dir"], "SVGP fast"} <= set(walked)  # no path parts: they pass
