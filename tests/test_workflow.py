@@ -249,6 +249,20 @@ def test_an_experiment_name_outside_the_path_rule_is_refused_before_any_job(tmp_
     )
 
 
+def test_a_users_own_variant_on_a_built_in_data_set_plans_the_claims(tmp_path):
+    """A documented variant listed by an experiment on Boston ended the DAG in rule claims (SettingsError:
+    unknown method 'svgp_fast'): the claims resolved every cell against config.yaml alone."""
+    overlay = {
+        "datasets": ["boston"],
+        "splits": 1,
+        "variants": {"svgp_fast": {"method": "svgp", "lr": 0.01}},
+        "experiments": {"uci": {"methods": {"svgp_fast": [10]}}},
+    }
+    run = overlay_dry_run(tmp_path, overlay)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert job_counts(run.stdout)["claims"] == 1 and "svgp_fast" in run.stdout
+
+
 @pytest.fixture(scope="module")
 def quick_study(tmp_path_factory, shared_data):
     """The README's quick study, run once from scratch in a temporary folder."""

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gpstudy.report.claims.evidence import cell_key
-from gpstudy.study import data_plan, run_settings, study_jobs, user_datasets
+from gpstudy.study import data_plan, method_names, run_settings, study_jobs, user_datasets
 
 NOT_RESULTS = ("device", "seed", "checkpoint_minutes", "checkpoint_every", "eval_every", "torch_compile")  # settings
 # that change where, when or how a run computes, or which random draws it takes, not what the paper's protocol is
@@ -16,10 +16,13 @@ PRETRAINING = ("pretrain_iterations", "pretrain_subset", "pretrain_lr")  # setti
 def settings_gaps(config: dict[str, Any], paper_config: dict[str, Any]) -> dict[str, str]:
     """For every cell of the study ``config`` trains (experiment, data set, method, M), how its settings
     differ from ``paper_config``'s (config.yaml: the paper's) for the same cell; cells at the paper's
-    settings are left out, and so are a user's own data sets (the paper has none). Keys:
+    settings are left out, and so are a user's own data sets and variants (the paper has none). Keys:
     :func:`gpstudy.report.claims.evidence.cell_key`."""
     gaps = {}
-    for job in (job for job in study_jobs(config) if job.dataset not in user_datasets(config)):
+    papers_methods = method_names(paper_config)
+    for job in study_jobs(config):
+        if job.dataset in user_datasets(config) or job.method not in papers_methods:
+            continue
         ours, papers = (_described(each, job.dataset, job.method, job.M) for each in (config, paper_config))
         differences = [
             f"{key} {ours.get(key)}, not {papers.get(key)}"

@@ -41,3 +41,14 @@ def test_where_and_when_a_run_computes_is_no_gap(study_config):
     elsewhere = load_config(REPO / "config.yaml", overrides={"device": "cpu", "seed": 7})
     elsewhere["training"] = {**elsewhere["training"], "checkpoint_every": 5, "eval_every": 10, "torch_compile": True}
     assert settings_gaps(elsewhere, study_config) == {}
+
+
+def test_a_cell_of_a_variant_the_paper_has_not_is_no_gap_and_a_changed_one_is(study_config):
+    """Cells of a user's own variant (the paper has none) are left out, as a user's data sets are; a variant
+    config.yaml has too is compared with config.yaml's."""
+    overlay = {"variants": {"svgp_fast": {"method": "svgp", "lr": 0.01}, "orthnat": {"method": "odvgp", "lr": 0.1}}}
+    overlay["experiments"] = {"uci": {"methods": {"svgp_fast": [10]}}}
+    mine = load_config(REPO / "config.yaml", overrides=overlay)
+    gaps = settings_gaps(mine, study_config)
+    assert all("svgp_fast" not in key for key in gaps) and "svgp_fast" in {job.method for job in study_jobs(mine)}
+    assert gaps[cell_key("odvgp", "boston", "orthnat", 300)] == "lr 0.1, not 0.003"
