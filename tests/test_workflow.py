@@ -263,6 +263,23 @@ def test_a_users_own_variant_on_a_built_in_data_set_plans_the_claims(tmp_path):
     assert job_counts(run.stdout)["claims"] == 1 and "svgp_fast" in run.stdout
 
 
+BILLION_LAUGHS = "".join(  # 10 levels of 9 aliases of the level below: 9^10 values, expanded
+    f"l{n}: &l{n} [{', '.join([f'*l{n - 1}' if n else '1'] * 9)}]\n" for n in range(10)
+)
+
+
+def test_a_billion_laughs_config_is_refused_in_seconds(tmp_path):
+    """Such a config held validation for over 12 minutes (every leaf walked before the schema ran). Nested
+    mappings of aliases are expanded by Snakemake itself (merging --configfile), before the Snakefile runs:
+    the gpstudy CLI refuses those (tests/study/test_validate.py)."""
+    (tmp_path / "overlay.yaml").write_text(BILLION_LAUGHS)
+    (tmp_path / "work").mkdir()
+    tic = time.perf_counter()
+    run = snakemake(tmp_path / "work", "-n", config=tmp_path / "overlay.yaml", timeout=120)
+    assert time.perf_counter() - tic < 60
+    refused(run, r"config key \$\.l9: more than 100000 values once its YAML aliases are expanded", tmp_path)
+
+
 @pytest.fixture(scope="module")
 def quick_study(tmp_path_factory, shared_data):
     """The README's quick study, run once from scratch in a temporary folder."""

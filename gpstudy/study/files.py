@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from gpstudy.study.schema import ConfigError
-from gpstudy.study.validate import validate_config
+from gpstudy.study.validate import OVERSIZED, oversized, validate_config
 
 DEFAULT_CONFIG = Path(__file__).parents[1] / "config.yaml"  # every default: gpstudy/config.yaml, in a checkout a
 # link to the checkout's config.yaml (what the Snakefile's `configfile:` reads), in a wheel a copy of it
@@ -70,6 +70,8 @@ def load_traced_config(
             raise ConfigError(f"config file {path}: not YAML: {error}") from None
         if not isinstance(changes, dict):
             raise ConfigError(f"config file {path}: a {type(changes).__name__}, not a mapping of keys to values")
+        if (key := oversized(changes)) is not None:  # before its lines are walked (key_lines)
+            raise ConfigError(f"config file {path}: key {key}: {OVERSIZED}")
         source = source_name(path)
         merge(config, changes, sources.set_by, source)
         sources.lines[source] = key_lines(text)

@@ -20,6 +20,9 @@ from gpstudy.study.jobs import experiment_metrics, study_jobs
 from gpstudy.study.schema import ConfigError, load_schema
 from gpstudy.study.settings import SettingsError, check_settings, method_names, run_settings, traced_run_settings
 
+MAX_VALUES = 100_000  # the values a config may hold, its YAML aliases expanded (config.yaml's: 360)
+OVERSIZED = f"more than {MAX_VALUES} values once its YAML aliases are expanded (nested aliases?), or holds itself"
+
 
 def validate_config(config: dict[str, Any]) -> None:
     """Check a configuration against the schema, the registries and itself.
@@ -27,6 +30,8 @@ def validate_config(config: dict[str, Any]) -> None:
     Raises:
         ConfigError: naming the offending key (e.g. ``$.datasets[1]``) and what is wrong with it.
     """
+    if (key := oversized(config)) is not None:
+        raise ConfigError(f"invalid configuration:\n  config key {key}: {OVERSIZED}")
     errors = sorted(
         jsonschema.Draft202012Validator(load_schema()).iter_errors(config), key=lambda e: list(e.absolute_path)
     )
@@ -201,6 +206,33 @@ def _bad_names(config: dict[str, Any]) -> list[tuple[str, str]]:
         for rule, kind, path, name in named
         if not rule.allows(name)
     ]
+
+
+def oversized(config: Any) -> str | None:
+    """The key (e.g. ``$.training.kernel_options``) of a config value that holds more than :data:`MAX_VALUES`
+    values (each mapping, list and scalar one) counted as a reader of it meets them, a value reached through
+    several aliases once per alias, or that holds itself (a recursive alias); None when the config holds
+    none. Each distinct value is counted once, so a document of nested aliases is measured without its
+    expansion."""
+    sizes: dict[int, float] = {}
+
+    def size(value: Any) -> float:
+        if not isinstance(value, dict | list):
+            return 1
+        if id(value) not in sizes:
+            sizes[id(value)] = math.inf  # until counted: a value met again inside itself holds itself
+            sizes[id(value)] = 1 + sum(map(size, value.values() if isinstance(value, dict) else value))
+        return sizes[id(value)]
+
+    if size(config) <= MAX_VALUES:
+        return None
+    key, value = "$", config
+    while isinstance(value, dict):  # down the mapping keys to the largest value that is too large itself
+        name, inner = max(value.items(), key=lambda item: size(item[1]))
+        if size(inner) <= MAX_VALUES:
+            break
+        key, value = f"{key}.{name}", inner
+    return key
 
 
 def _non_finite(value: Any, path: str = "$") -> list[str]:

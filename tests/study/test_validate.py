@@ -1,6 +1,9 @@
 """Config validation names the offending key; the data plan follows the config."""
 
 import copy
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -531,3 +534,38 @@ def test_no_config_string_writes_outside_the_study_folders():
             climbing = [p for p in planned_paths(changed) if Path(p).is_absolute() or ".." in Path(p).parts]
             assert not climbing, f"{string!r} -> {text!r} plans {climbing[:3]}"
     assert {BASE["gpu_lock_dir"], "SVGP fast"} <= set(walked)  # no path parts: they pass
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("\n".join(f"l{n}: &l{n} [{', '.join([f'*l{n - 1}' if n else '1'] * 9)}]" for n in range(10)), r"\$\.l9"),
+        (
+            "\n".join(
+                f"l{n}: &l{n} {{{', '.join(f'k{i}: *l{n - 1}' if n else f'k{i}: 1' for i in range(9))}}}"
+                for n in range(10)
+            ),
+            r"\$\.l9\.k0\.k0\.k0\.k0",
+        ),
+        ("training: {kernel_options: &a {k: [1, *a]}}", r"\$\.training\.kernel_options\.k"),  # one that holds itself
+    ],
+    ids=["billion-laughs", "of-mappings", "recursive"],
+)
+def test_the_cli_refuses_a_config_of_nested_aliases_in_seconds(tmp_path, text, key):
+    """``gpstudy settings`` on nested aliases: one line naming the file and key, without expanding them."""
+    (tmp_path / "bomb.yaml").write_text(text)
+    command = [
+        str(Path(sys.executable).with_name("gpstudy")),
+        "settings",
+        "--dataset",
+        "boston",
+        "--method",
+        "svgp",
+        "--M",
+        "10",
+    ]
+    run = subprocess.run(
+        [*command, "--configfile", str(tmp_path / "bomb.yaml")], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode != 0 and "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert re.search(rf"config file \S+bomb\.yaml: key {key}: more than 100000 values", run.stderr), run.stderr
