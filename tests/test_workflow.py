@@ -280,6 +280,19 @@ def test_a_billion_laughs_config_is_refused_in_seconds(tmp_path):
     refused(run, r"config key \$\.l9: more than 100000 values once its YAML aliases are expanded", tmp_path)
 
 
+@pytest.mark.parametrize(
+    "seed, message",
+    [
+        (2**32, r"config key \$\.seed: 4294967296 is greater than the maximum of 4294967295"),
+        (2**32 - 2, r"config key \$\.seed: 4294967294 \+ split 2 of data set 'boston' is past 4294967295"),
+    ],
+)
+def test_a_seed_past_numpys_range_is_refused_before_any_job(tmp_path, seed, message):
+    """Such a seed passed validation; the split job failed with numpy's traceback (RandomState takes 32 bits)."""
+    run = overlay_dry_run(tmp_path, {"datasets": ["boston"], "splits": 3, "seed": seed})
+    refused(run, message, tmp_path)
+
+
 @pytest.fixture(scope="module")
 def quick_study(tmp_path_factory, shared_data):
     """The README's quick study, run once from scratch in a temporary folder."""

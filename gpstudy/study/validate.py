@@ -20,6 +20,7 @@ from gpstudy.study.jobs import experiment_metrics, study_jobs
 from gpstudy.study.schema import ConfigError, load_schema
 from gpstudy.study.settings import SettingsError, check_settings, method_names, run_settings, traced_run_settings
 
+SEED_MAX = load_schema()["properties"]["seed"]["maximum"]  # the largest seed + s of a split s: 2**32 - 1
 MAX_VALUES = 100_000  # the values a config may hold, its YAML aliases expanded (config.yaml's: 360)
 OVERSIZED = f"more than {MAX_VALUES} values once its YAML aliases are expanded (nested aliases?), or holds itself"
 
@@ -134,6 +135,11 @@ def validate_config(config: dict[str, Any]) -> None:
                 "training statistics; the option is a classification data set's"
             )
     for job in study_jobs(config):
+        if config["seed"] + job.splits[-1] > SEED_MAX:  # split s and its runs draw from seed + s
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.seed: {config['seed']} + split {job.splits[-1]} of "
+                f"data set {job.dataset!r} is past {SEED_MAX}, the largest seed numpy takes; use a smaller seed"
+            )
         try:
             check_settings(
                 run_settings(config, job.dataset, method=job.method, M=job.M), dataset_of(config, job.dataset)
