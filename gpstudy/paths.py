@@ -1,7 +1,7 @@
 """The one path grammar of a study's files, shared by the Snakemake rules and the ``gpstudy`` CLI.
 
 Patterns are relative to the working directory; ``{name}`` fields are Snakemake wildcards. The names
-a config gives its data sets, methods and experiments become path parts: ``NameRule``s say which names those
+a config gives its data sets, methods, experiments and files become path parts: ``NameRule``s say which names those
 are, for both the config's validation and the rules' ``wildcard_constraints``.
 """
 
@@ -24,6 +24,7 @@ class NameRule:
 DATASET_NAME = NameRule("[a-z0-9_]+", "lowercase letters, digits, underscore")  # {dataset}
 METHOD_NAME = NameRule("[a-z][a-z0-9_]*", "a lowercase letter, then lowercase letters, digits, underscore")  # {method}
 EXPERIMENT_NAME = DATASET_NAME  # {experiment}
+FILE_NAME = NameRule(r"(?!\.\.?$)[A-Za-z0-9._-]+", "letters, digits, '.', '_', '-'; not . or ..")  # a user's raw file
 
 RAW_MANIFEST = "data/raw/{dataset}/files_{protocol}.json"  # checksums of the fetched files
 TABLE = "data/tables/{dataset}_{protocol}.npz"  # the whole data set as read from its raw files

@@ -293,6 +293,29 @@ def test_a_seed_past_numpys_range_is_refused_before_any_job(tmp_path, seed, mess
     refused(run, message, tmp_path)
 
 
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ({"file": ".."}, r"config key \$\.dataset_options\.mine\.source\.file: '\.\.' does not match"),
+        ({"file": "."}, r"config key \$\.dataset_options\.mine\.source\.file: '\.' does not match"),
+        (
+            {"url": "https://example.org/data/.."},
+            r"\$\.dataset_options\.mine\.source: url 'https://example.org/data/\.\.' ends in '\.\.', no file",
+        ),
+        (
+            {"url": "https://example.org"},
+            r"config key \$\.dataset_options\.mine\.source: url 'https://example.org' ends in ''",
+        ),
+    ],
+)
+def test_a_user_file_named_like_a_folder_is_refused_before_any_job(tmp_path, source, message):
+    """source.file '..' (or a URL ending /..) passed the schema; the fetch job failed with IsADirectoryError."""
+    mine = {"source": {**source, "sha256": "0" * 64}, "format": "csv", "target": -1, "task": "regression"}
+    overlay = {"datasets": ["mine"], "splits": 1, "dataset_options": {"mine": mine}}
+    run = overlay_dry_run(tmp_path, {**overlay, "experiments": {"uci": {"datasets": ["mine"]}}})
+    refused(run, message, tmp_path)
+
+
 @pytest.fixture(scope="module")
 def quick_study(tmp_path_factory, shared_data):
     """The README's quick study, run once from scratch in a temporary folder."""

@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pandas as pd
 
+from gpstudy import paths
 from gpstudy.data.dataset import DataError, Table, checked_table, read_frame
 from gpstudy.data.fetch import FileSpec, Source
 
@@ -20,11 +21,18 @@ READERS = {  # format -> pandas options
 
 def file_spec(options: dict[str, Any]) -> FileSpec:
     """The one file of a user data set from its ``source``: ``url`` (optional when the file is in the
-    mirror), ``file`` (default: the URL's last part) and ``sha256`` (required)."""
+    mirror), ``file`` (default: the URL's last part) and ``sha256`` (required).
+
+    Raises:
+        ValueError: neither a URL nor a file name, or a URL whose last part is no file name (``/..``)."""
     source = options["source"]
     if "file" not in source and "url" not in source:
         raise ValueError("a user data set's source needs a `url` or a `file` name (looked up in the mirror)")
     name = source.get("file") or Path(unquote(urlparse(source["url"]).path)).name
+    if "file" not in source and not paths.FILE_NAME.allows(name):  # a file's own name: the config's schema
+        raise ValueError(
+            f"url {source['url']!r} ends in {name!r}, no file name ({paths.FILE_NAME.words}); name it in `file`"
+        )
     return FileSpec(path=name, sha256=source["sha256"], sources=(Source(source["url"]),) if "url" in source else ())
 
 

@@ -1,5 +1,6 @@
 """The schema of a study configuration (``config.schema.yaml``), completed from the registries: each
-method's options are its ``options_schema`` fragment, the protocols and quoted tables those registered."""
+method's options are its ``options_schema`` fragment, the protocols and quoted tables those registered, a
+user file's name ``gpstudy.paths.FILE_NAME``."""
 
 import copy
 import functools
@@ -7,6 +8,7 @@ from importlib import resources
 
 import yaml
 
+from gpstudy import paths
 from gpstudy.data.registry import PROTOCOLS
 from gpstudy.methods import METHODS
 from gpstudy.paper import quoted_tables
@@ -45,6 +47,7 @@ def load_schema() -> dict:
     schema["properties"]["training"] = {**training, "required": sorted(training["properties"])}
     dataset = schema["properties"]["dataset_options"]["additionalProperties"]["properties"]
     dataset["protocol"]["enum"] = list(PROTOCOLS)
+    dataset["source"]["properties"]["file"]["pattern"] = f"^(?:{paths.FILE_NAME.pattern})$"
     schema["properties"]["variants"]["additionalProperties"]["properties"]["method"]["enum"] = sorted(METHODS)
     schema["properties"]["experiments"]["additionalProperties"]["properties"]["quoted"]["enum"] = sorted(
         quoted_tables()

@@ -12,6 +12,7 @@ import jsonschema
 
 from gpstudy import paths
 from gpstudy.data.registry import CLASSES, DATASETS, READER_OPTIONS, get_dataset
+from gpstudy.data.user import file_spec
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import METHODS
 from gpstudy.paper import quoted_tables
@@ -52,6 +53,13 @@ def validate_config(config: dict[str, Any]) -> None:
                     f"invalid configuration:\n  config key {where}: unknown data set {name!r}; "
                     f"known: {', '.join(sorted(known))} (or give it a `source` under dataset_options)"
                 )
+    for name, options in user_datasets(config).items():
+        try:
+            file_spec(options)
+        except ValueError as error:
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.dataset_options.{name}.source: {error}"
+            ) from None
     clashes = sorted(set(user_datasets(config)) & set(DATASETS))  # a user's file would train as the built-in one
     if clashes:
         raise ConfigError(

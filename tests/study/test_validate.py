@@ -200,7 +200,10 @@ def test_data_plan():
         ),
         ({"methods": {"gpnet": {"objective": "natural"}}}, r"\$\.methods\.gpnet\.objective: 'natural' is not one of"),
         (
-            {"dataset_options": {"mine": {"source": {"sha256": "0" * 64}, "format": "csv"}}, "datasets": ["mine"]},
+            {
+                "dataset_options": {"mine": {"source": {"file": "m.csv", "sha256": "0" * 64}, "format": "csv"}},
+                "datasets": ["mine"],
+            },
             r"\$\.dataset_options\.mine: a user data set \(one with a `source`\) needs target, task",
         ),
     ],
@@ -273,7 +276,7 @@ def test_a_config_pins_the_sha256_of_files_gpstudy_has_no_trusted_hash_for():
         (
             {
                 "mine": {
-                    "source": {"sha256": "0" * 64},
+                    "source": {"file": "mine.csv", "sha256": "0" * 64},
                     "format": "csv",
                     "target": -1,
                     "task": "regression",
@@ -461,7 +464,7 @@ def test_a_user_data_set_named_like_a_built_in_one_is_refused_naming_the_key():
     )
 
 
-HOSTILE_NAMES = ["../esc"]  # names that would write outside the study's folders, were they path parts
+HOSTILE_NAMES = ["../esc", ".."]  # names that would write outside the study's folders, were they path parts
 
 
 def config_strings(value):
