@@ -1,5 +1,6 @@
 """The Snakemake workflow: lint, dry runs, config errors, and the quick study end to end."""
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -314,6 +315,26 @@ def test_a_user_file_named_like_a_folder_is_refused_before_any_job(tmp_path, sou
     overlay = {"datasets": ["mine"], "splits": 1, "dataset_options": {"mine": mine}}
     run = overlay_dry_run(tmp_path, {**overlay, "experiments": {"uci": {"datasets": ["mine"]}}})
     refused(run, message, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "content, format",
+    [(b"\0" * 5_000_000, "whitespace"), (b"a,y\n1," + b"x" * 5_000_000, "csv")],
+    ids=["zeros", "cell"],
+)
+def test_a_huge_line_is_quoted_by_its_first_characters_only(tmp_path, content, format):
+    """A file of 300 MB without newlines was quoted whole in the tabulate job's error: a 1.26 GB log, the
+    same on the console and in Snakemake's log (2 GB: a MemoryError while the message was built)."""
+    (tmp_path / "mirror" / "mine").mkdir(parents=True)
+    (tmp_path / "mirror" / "mine" / "mine.csv").write_bytes(content)
+    source = {"file": "mine.csv", "sha256": hashlib.sha256(content).hexdigest()}
+    mine = {"source": source, "format": format, "target": -1, "task": "regression"}
+    overlay = {"datasets": ["mine"], "splits": 1, "dataset_options": {"mine": mine}, "mirror": str(tmp_path / "mirror")}
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump({**overlay, "experiments": {"uci": {"datasets": ["mine"]}}}))
+    run = snakemake(tmp_path / "work", "data/tables/mine_random.npz", config=tmp_path / "overlay.yaml")
+    log = (tmp_path / "work" / "logs" / "tabulate" / "mine_random.log").read_text()
+    assert run.returncode != 0 and re.search(r"mine\.csv: data row \d \(0-based\), column .*characters\)", log), log
+    assert len(log) < 5_000 and len(run.stdout + run.stderr) < 20_000, (len(log), len(run.stdout + run.stderr))
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import pandas as pd
 from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 
 OPTIONAL = ("test_mask", "x_plot")  # Table fields a data set may leave out
+QUOTED_CHARS = 80  # the characters of a file's cell, header or label an error quotes (a file may hold no newline)
 
 
 class DataError(ValueError):
@@ -27,6 +28,19 @@ class Table:
     classes: tuple[str, ...] | None = (
         None  # a user table's labels as its file has them, class c is classes[c] (not saved)
     )
+
+
+def excerpt(value: object) -> str:
+    """``value`` as an error quotes it: its repr, cut to its first :data:`QUOTED_CHARS` characters (and its
+    length said) when longer, so that a file of one huge "cell" gives a message of one short line."""
+    text = str(value)
+    return repr(text) if len(text) <= QUOTED_CHARS else f"{text[:QUOTED_CHARS]!r}... ({len(text)} characters)"
+
+
+def excerpts(values: list) -> str:
+    """A list of a file's columns as an error quotes it: each :func:`excerpt`, the first 10 of them."""
+    shown = ", ".join(map(excerpt, values[:10]))
+    return f"[{shown}{f', ... ({len(values)} columns)' if len(values) > 10 else ''}]"
 
 
 def checked_table(
@@ -51,7 +65,9 @@ def checked_table(
     features = [c for c in frame.columns if c != target] if features is None else features
     missing = [c for c in [*features, target] if c not in frame.columns]
     if missing:
-        raise DataError(f"{source}: columns {missing} not found; the file has {list(frame.columns)}")
+        raise DataError(
+            f"{source}: columns {excerpts(missing)} not found; the file has {excerpts(list(frame.columns))}"
+        )
     numeric = frame[[*features, target]].apply(pd.to_numeric, errors="coerce")
     bad = ~np.isfinite(numeric.to_numpy(dtype=float))
     if bad.any():
@@ -60,9 +76,9 @@ def checked_table(
         what = (
             "a missing value (an empty cell, NA or nan)"
             if pd.isna(value)
-            else f"value {str(value)!r} is non-numeric or non-finite"
+            else f"value {excerpt(value)} is non-numeric or non-finite"
         )
-        raise DataError(f"{source}: data row {row} (0-based), column {str(column)!r}: {what}")
+        raise DataError(f"{source}: data row {row} (0-based), column {excerpt(column)}: {what}")
     return Table(
         x=numeric[features].to_numpy(dtype=np.float64),
         y=numeric[target].to_numpy(dtype=np.float64),
@@ -75,7 +91,7 @@ def read_frame(reader, source: Path, **kwargs) -> pd.DataFrame:
     try:
         return reader(source, **kwargs)
     except Exception as error:  # pandas, xlrd and openpyxl each raise their own kinds
-        raise DataError(f"{source}: cannot be read as a table: {error}") from error
+        raise DataError(f"{source}: cannot be read as a table: {excerpt(error)}") from error
 
 
 def save_table(path: str | Path, table: Table) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpstudy.data.dataset import DataError, Table, load_table, save_table
+from gpstudy.data.dataset import DataError, Table, excerpt, load_table, save_table
 from gpstudy.data.fetch import ChecksumError, FileSpec, fetch_file, sha256_of
 from gpstudy.data.registry import Dataset
 from gpstudy.data.split import Split, make_split, read_table, save_split, split_rows
@@ -66,7 +66,10 @@ def prepare_table(
     log.info("%s: table of %d rows x %d features", dataset.name, *table.x.shape)
     if table.classes is not None:
         log.info(
-            "%s: labels %s are classes 0..%d", dataset.name, ", ".join(map(repr, table.classes)), len(table.classes) - 1
+            "%s: labels %s are classes 0..%d",
+            dataset.name,
+            ", ".join(map(excerpt, table.classes)),
+            len(table.classes) - 1,
         )
     check_classes(table, classes, _files(dataset, protocol, manifest))
     save_table(output, table)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from gpstudy import paths
-from gpstudy.data.dataset import DataError, Table, checked_table, read_frame
+from gpstudy.data.dataset import DataError, Table, checked_table, excerpt, excerpts, read_frame
 from gpstudy.data.fetch import FileSpec, Source
 
 READERS = {  # format -> pandas options
@@ -48,14 +48,14 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
             raise DataError(f"{source}: target column {target} is out of range; the file has {len(columns)} columns")
         target = columns[target]
     elif target not in columns:
-        raise DataError(f"{source}: no target column {target!r}; the file has {columns}")
+        raise DataError(f"{source}: no target column {excerpt(target)}; the file has {excerpts(columns)}")
     classes = None
     if task == "classification":
         classes, labels = np.unique(frame[target].astype(str), return_inverse=True)
         if len(classes) < 2:
             raise DataError(
-                f"{source}: target column {target!r} holds {len(classes)} class(es) "
-                f"({', '.join(map(repr, classes))}); a classification task needs at least two"
+                f"{source}: target column {excerpt(target)} holds {len(classes)} class(es) "
+                f"({', '.join(map(excerpt, classes))}); a classification task needs at least two"
             )
         frame = frame.assign(**{str(target): labels})
         frame.columns = columns
