@@ -317,6 +317,18 @@ def test_a_user_file_named_like_a_folder_is_refused_before_any_job(tmp_path, sou
     refused(run, message, tmp_path)
 
 
+def tabulate_user_file(tmp_path: Path, content: bytes, format: str, target: int | str = -1):
+    """Snakemake's tabulate job on a user data set of one file holding ``content``: (the run, the job's log)."""
+    (tmp_path / "mirror" / "mine").mkdir(parents=True)
+    (tmp_path / "mirror" / "mine" / "mine.csv").write_bytes(content)
+    source = {"file": "mine.csv", "sha256": hashlib.sha256(content).hexdigest()}
+    mine = {"source": source, "format": format, "target": target, "task": "regression"}
+    overlay = {"datasets": ["mine"], "splits": 1, "dataset_options": {"mine": mine}, "mirror": str(tmp_path / "mirror")}
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump({**overlay, "experiments": {"uci": {"datasets": ["mine"]}}}))
+    run = snakemake(tmp_path / "work", "data/tables/mine_random.npz", config=tmp_path / "overlay.yaml")
+    return run, (tmp_path / "work" / "logs" / "tabulate" / "mine_random.log").read_text()
+
+
 @pytest.mark.parametrize(
     "content, format",
     [(b"\0" * 5_000_000, "whitespace"), (b"a,y\n1," + b"x" * 5_000_000, "csv")],
@@ -325,16 +337,16 @@ def test_a_user_file_named_like_a_folder_is_refused_before_any_job(tmp_path, sou
 def test_a_huge_line_is_quoted_by_its_first_characters_only(tmp_path, content, format):
     """A file of 300 MB without newlines was quoted whole in the tabulate job's error: a 1.26 GB log, the
     same on the console and in Snakemake's log (2 GB: a MemoryError while the message was built)."""
-    (tmp_path / "mirror" / "mine").mkdir(parents=True)
-    (tmp_path / "mirror" / "mine" / "mine.csv").write_bytes(content)
-    source = {"file": "mine.csv", "sha256": hashlib.sha256(content).hexdigest()}
-    mine = {"source": source, "format": format, "target": -1, "task": "regression"}
-    overlay = {"datasets": ["mine"], "splits": 1, "dataset_options": {"mine": mine}, "mirror": str(tmp_path / "mirror")}
-    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump({**overlay, "experiments": {"uci": {"datasets": ["mine"]}}}))
-    run = snakemake(tmp_path / "work", "data/tables/mine_random.npz", config=tmp_path / "overlay.yaml")
-    log = (tmp_path / "work" / "logs" / "tabulate" / "mine_random.log").read_text()
+    run, log = tabulate_user_file(tmp_path, content, format)
     assert run.returncode != 0 and re.search(r"mine\.csv: data row \d \(0-based\), column .*characters\)", log), log
     assert len(log) < 5_000 and len(run.stdout + run.stderr) < 20_000, (len(log), len(run.stdout + run.stderr))
+
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path):
+    """A header a,y,y trained with its copy y.1 (pandas' name for it) as a feature, no warning, status ok."""
+    run, log = tabulate_user_file(tmp_path, b"a,y,y\n1,2,3\n4,5,6\n7,8,9\n", "csv", target="y")
+    assert run.returncode != 0, log
+    assert re.search(r"mine\.csv: the header names column 'y' twice \(columns 1 and 2, 0-based\)", log), log
 
 
 @pytest.fixture(scope="module")

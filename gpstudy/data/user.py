@@ -42,6 +42,14 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
     0..C-1 in sorted order."""
     source = raw / path
     frame = read_frame(pd.read_csv, source, **READERS[format])
+    if format == "csv":  # pandas renames a repeated header name (y, y.1): a copy of the target would be a feature
+        header = list(read_frame(pd.read_csv, source, header=None, nrows=1).iloc[0])
+        for index, name in enumerate(header):
+            if name in header[:index]:
+                raise DataError(
+                    f"{source}: the header names column {excerpt(name)} twice (columns {header.index(name)} and "
+                    f"{index}, 0-based); name each column once"
+                )
     columns = list(frame.columns)
     if isinstance(target, int):
         if not -len(columns) <= target < len(columns):
