@@ -349,6 +349,19 @@ def test_a_header_naming_a_column_twice_is_refused(tmp_path):
     assert re.search(r"mine\.csv: the header names column 'y' twice \(columns 1 and 2, 0-based\)", log), log
 
 
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"y\n1\n2\n3\n", r"mine\.csv: no feature column beside the target 'y'"),
+        (b"a,y\n", r"mine\.csv: no data rows"),
+    ],
+)
+def test_a_table_without_features_or_rows_is_refused_by_its_tabulate_job(tmp_path, content, message):
+    """A table with no feature column was tabulated and split, and failed inside k-means with a reshape traceback."""
+    run, log = tabulate_user_file(tmp_path, content, "csv")
+    assert run.returncode != 0 and re.search(message, log), log
+
+
 @pytest.fixture(scope="module")
 def quick_study(tmp_path_factory, shared_data):
     """The README's quick study, run once from scratch in a temporary folder."""

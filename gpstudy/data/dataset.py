@@ -60,7 +60,8 @@ def checked_table(
         test_mask: see :class:`Table`.
 
     Raises:
-        DataError: a missing, non-numeric or non-finite value; names the file, row and column.
+        DataError: no feature column, no row, or a missing, non-numeric or non-finite value; names the file,
+            row and column.
     """
     features = [c for c in frame.columns if c != target] if features is None else features
     missing = [c for c in [*features, target] if c not in frame.columns]
@@ -68,6 +69,10 @@ def checked_table(
         raise DataError(
             f"{source}: columns {excerpts(missing)} not found; the file has {excerpts(list(frame.columns))}"
         )
+    if not features:  # a model of x needs an x (k-means, a kernel's lengthscales)
+        raise DataError(f"{source}: no feature column beside the target {excerpt(target)}; a table needs at least one")
+    if frame.empty:
+        raise DataError(f"{source}: no data rows, only the columns {excerpts(list(frame.columns))}")
     numeric = frame[[*features, target]].apply(pd.to_numeric, errors="coerce")
     bad = ~np.isfinite(numeric.to_numpy(dtype=float))
     if bad.any():
