@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpstudy.data.dataset import excerpt
 from gpstudy.io import UnreadableFileError, read_json
 from gpstudy.metrics import METRIC_NAMES
 from gpstudy.runtime.environment import BOOLEAN_RECORDED, RECORDED
@@ -72,6 +73,15 @@ def read_runs(path: Path) -> pd.DataFrame:
         runs = runs.reindex(columns=RUN_COLUMNS).astype({"M": int, "split": int})
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: M and split must be integers ({error}); {rewrite}") from None
+    for column in ["M_effective", "n_train", "n_test", "D", *METRICS, "iterations", "seconds"]:
+        numbers = pd.to_numeric(runs[column], errors="coerce")
+        wrong = numbers.isna() & runs[column].notna()  # an empty cell is a metric not of the run's task
+        if wrong.any():
+            row = runs.index[wrong][0]
+            raise ValueError(
+                f"{path}: line {row + 2}, column {column!r}: {excerpt(runs.at[row, column])} is no number; {rewrite}"
+            )
+        runs[column] = numbers
     _refuse_duplicates(runs, str(path), lambda rows: "lines " + ", ".join(str(row + 2) for row in rows), rewrite)
     return runs
 

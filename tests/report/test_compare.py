@@ -227,3 +227,14 @@ def test_the_help_states_the_default_tolerance(capsys):
 def test_a_negative_tolerance_exits_2(tmp_path, reference, capsys):
     assert run_compare(reference, reference, "--se", "-1") == 2
     assert "tolerances must be non-negative numbers" in capsys.readouterr().err
+
+
+def test_a_non_numeric_metric_exits_2_naming_the_file_line_and_column(tmp_path, reference, capsys):
+    """A runs.csv with a metric 'abc' crashed compare with a TypeError and exit 1 (its "not reproduced")."""
+    bad = runs().astype({"rmse": object})
+    bad.loc[1, "rmse"] = "abc"
+    results = folder(tmp_path / "results", bad, claims())
+    assert run_compare(results, reference) == 2
+    err = capsys.readouterr().err
+    assert f"gpstudy compare: {results / 'runs.csv'}: line 3, column 'rmse': 'abc' is no number" in err, err
+    assert len(err.strip().splitlines()) == 1
