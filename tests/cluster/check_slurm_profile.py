@@ -38,6 +38,7 @@ minutes on 2 cores at load 16, 35 of them the stops. Not part of CI.
 import argparse
 import contextlib
 import csv
+import dataclasses
 import filecmp
 import json
 import os
@@ -55,6 +56,25 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "tests" / "cluster" / "slurm_cluster.sh"
 STATE = Path(os.environ.get("GPSTUDY_SLURM_DIR", Path(tempfile.gettempdir()) / "gpstudy-slurm"))  # as slurm_cluster.sh
+NODES = REPO / "tests" / "cluster" / "slurm_nodes.sh"  # --nodes N: a head and N nodes, each a network namespace
+NODES_STATE = Path(os.environ.get("GPSTUDY_SLURM_NODES_DIR", Path(tempfile.gettempdir()) / "gpstudy-slurm-nodes"))
+HEAD = "gpstudy-head"  # slurm_nodes.sh's submit host (slurmctld, slurmdbd): snakemake and SLURM's commands run there
+
+
+@dataclasses.dataclass
+class Site:
+    """The cluster the check runs on: its set-up script, its state folder, the prefix that runs a command on
+    its submit host (none on the single node, where that is this machine)."""
+
+    script: Path = CLUSTER
+    state: Path = STATE
+    on_head: tuple[str, ...] = ()
+
+    def command(self, *command: str) -> list[str]:
+        return [*self.on_head, *command]
+
+
+SITE = Site()  # --nodes replaces it (main)
 ACCOUNT, CPU_PARTITION, GPU_PARTITION = "gpstudy", "cpu", "gpu"  # what slurm_cluster.sh creates
 CANCEL_JOB = "results/uci/boston/svgp/M100/splits0-1"  # the training job that is cancelled
 FAULT_CONFIG = {  # enough iterations that the job still trains when hit after its first checkpoint (at 25);
@@ -74,7 +94,7 @@ def environment() -> dict[str, str]:
     """The environment of every snakemake run: the cluster, account and partitions, this checkout."""
     return {
         **os.environ,
-        "SLURM_CONF": str(STATE / "etc" / "slurm.conf"),
+        "SLURM_CONF": str(SITE.state / "etc" / "slurm.conf"),
         "GPSTUDY_SLURM_ACCOUNT": ACCOUNT,
         "GPSTUDY_SLURM_CPU_PARTITION": CPU_PARTITION,
         "GPSTUDY_SLURM_GPU_PARTITION": GPU_PARTITION,
@@ -85,6 +105,7 @@ def environment() -> dict[str, str]:
 def snakemake_command(workdir: Path, mirror: str, *extra: str, slurm: bool = True) -> list[str]:
     profile = ["--workflow-profile", "profiles/slurm"] if slurm else ["--cores", str(os.cpu_count())]
     return [
+        *(SITE.on_head if slurm else ()),
         sys.executable,
         "-m",
         "snakemake",
@@ -110,7 +131,7 @@ def run_logged(command: list[str], log: Path) -> tuple[int, float]:
 def sacct(since: str, *fields: str) -> list[dict[str, str]]:
     """The allocations (no steps) since a time, one dict per job."""
     out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
+        SITE.command("sacct", "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)),
         env=environment(),
         capture_output=True,
         text=True,
@@ -249,7 +270,8 @@ def check_jobs(jobs: list[dict[str, str]], workdir: Path, checks: Checks) -> Non
     )
 
 
-def study(args, checks: Checks) -> None:
+def study(args, checks: Checks) -> list[dict[str, str]]:
+    """The quick study through the profile, against a local run; its SLURM jobs (sacct)."""
     workdir = args.workdir / "study"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -264,7 +286,7 @@ def study(args, checks: Checks) -> None:
         rc == 0,
         f"{seconds:.0f} s, log {args.workdir / 'study.log'}",
     )
-    jobs = sacct(since, "JobID", "Partition", "Account", "State", "AllocTRES", "Elapsed", "Comment")
+    jobs = sacct(since, "JobID", "Partition", "Account", "State", "AllocTRES", "Elapsed", "Comment", "NodeList")
     check_jobs(jobs, workdir, checks)
     local = args.local
     if local is None:
@@ -277,6 +299,7 @@ def study(args, checks: Checks) -> None:
         checks.check("study: the local run succeeds", rc == 0, f"{seconds:.0f} s")
     if all((root / "results" / "runs.csv").exists() for root in (local, workdir)):
         compare_outputs(local, workdir, checks)
+    return jobs
 
 
 def wait_for_file(path: Path, process: subprocess.Popen, seconds: float) -> bool:
@@ -290,7 +313,11 @@ def wait_for_file(path: Path, process: subprocess.Popen, seconds: float) -> bool
 
 def running_train_job() -> str | None:
     out = subprocess.run(
-        ["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], env=environment(), capture_output=True, text=True, check=True
+        SITE.command("squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"),
+        env=environment(),
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     ids = [line.split("|")[0] for line in out.splitlines() if "|rule_train" in line]
     return ids[0] if len(ids) == 1 else None
@@ -305,7 +332,7 @@ def cancel_after_checkpoint(command: list[str], checkpoint: Path, log: Path) -> 
         job = running_train_job() if wait_for_file(checkpoint, process, 900) else None
         noticed = None
         if job:
-            subprocess.run(["scancel", job], env=environment(), check=True)
+            subprocess.run(SITE.command("scancel", job), env=environment(), check=True)
             cancelled = time.monotonic()
             try:
                 process.wait(timeout=NOTICE_SECONDS)
@@ -565,6 +592,338 @@ def fault_stops(args, checks: Checks) -> None:
         )
 
 
+# --nodes N: the cluster of slurm_nodes.sh, a node killed under a running job (issue 50)
+NODE_FAULT_CONFIG = {  # the training job of the node faults: killed once past its first checkpoint (at 25 of 1000)
+    "dataset_options": {"boston": {"methods": {"svgp": {"iterations": 1000}}}},
+    "train_resources": {"runtime": 20},
+}
+PRETRAIN_CONFIG = {"training": {"pretrain_iterations": 4000}}  # long enough to be stopped mid-run
+NODE_CASES = ("spread", "requeue", "return", "no-requeue", "pretrain")  # in the order they run
+STATE_SECONDS = 600  # how long a node or job may take to reach a state the check waits for
+
+
+def slurm(*command: str) -> str:
+    """Run a SLURM command on the submit host; its output."""
+    return subprocess.run(
+        SITE.command(*command), env=environment(), capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def nodes_script(*arguments: str) -> None:
+    subprocess.run([str(NODES), *arguments], env=environment(), check=True)
+
+
+def wait_until(test, seconds: float = STATE_SECONDS, process: subprocess.Popen | None = None) -> float | None:
+    """Poll ``test`` each second until it holds (or ``process`` ends): the seconds it took, None if it never did."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds and (process is None or process.poll() is None):
+        if test():
+            return time.monotonic() - start
+        time.sleep(1)
+    return time.monotonic() - start if test() else None
+
+
+def node_state(node: str) -> str:
+    """sinfo's short state of a node: idle, mix, alloc, down* (the * : not responding), ..."""
+    return slurm("sinfo", "-h", "-N", "-n", node, "-o", "%t").splitlines()[0]
+
+
+def job_field(job: str, field: str) -> str:
+    """squeue's ``field`` (%T state, %r reason, %N nodes) of a job it still lists, else ''."""
+    return slurm("squeue", "-h", "-j", job, "-o", field) if job else ""
+
+
+def node_names() -> list[str]:
+    return slurm("sinfo", "-h", "-N", "-p", CPU_PARTITION, "-o", "%N").split()
+
+
+def private_tmp(checks: Checks) -> None:
+    """Each node writes a file named after it to /tmp and lists what /tmp holds of such files: its own only."""
+    nodes = node_names()
+    probe = "gpstudy-probe-"
+    out = slurm(
+        "srun",
+        f"-N{len(nodes)}",
+        "--ntasks-per-node=1",
+        "bash",
+        "-c",
+        f'touch /tmp/{probe}$(hostname) && echo "$(hostname): $(cd /tmp && ls -d {probe}*)"',
+    )
+    seen = dict(line.split(": ", 1) for line in out.splitlines())
+    here = sorted(p.name for p in Path("/tmp").glob(f"{probe}*"))
+    checks.check(
+        "spread: each node's /tmp is its own",
+        sorted(seen) == nodes and all(files == probe + node for node, files in seen.items()) and not here,
+        f"{seen}; this machine's /tmp: {here}",
+    )
+
+
+def spread(args, checks: Checks) -> None:
+    """Case 1: the quick study over the nodes, against a local run; each node's /tmp private."""
+    jobs = study(args, checks)
+    by_node = {}
+    for j in jobs:
+        by_node[j["NodeList"]] = by_node.get(j["NodeList"], 0) + 1
+    checks.measured["spread: jobs by node"] = by_node
+    checks.check("spread: the study's jobs ran on at least two nodes", len(by_node) >= 2, f"{by_node}")
+    private_tmp(checks)
+
+
+def checkpoint_step(checkpoint: Path) -> int | None:
+    """The iteration a checkpoint holds (read once its writer is dead: the file no longer changes)."""
+    import torch  # the check's own imports stay light: only the node faults read a checkpoint
+
+    return torch.load(checkpoint, map_location="cpu", weights_only=False)["step"] if checkpoint.exists() else None
+
+
+def resumed_at(log: Path) -> list[int]:
+    """The iterations the log's "resumed from <checkpoint> at iteration k" lines name."""
+    text = log.read_text() if log.exists() else ""
+    return [int(line.rsplit("at iteration ", 1)[1].split()[0]) for line in text.splitlines() if "resumed from" in line]
+
+
+def fault_command(args, workdir: Path, config: Path, target: str, *extra: str, slurm: bool = True) -> list[str]:
+    """Snakemake for one target of the check's work folder, under ``config`` (on the CPU)."""
+    command = snakemake_command(
+        workdir, args.mirror, str(config), "--config", f"mirror={args.mirror}", "device=cpu", slurm=slurm
+    )
+    return [*command, *extra, "--", target]
+
+
+class NodeFault:
+    """A node dies under a running job: the job's node, the seconds until it is DOWN, the job's SLURM attempts."""
+
+    def __init__(self, case: str, args, log: Path):
+        self.case, self.args, self.log, self.measured = case, args, log, {}
+
+    def run(self, command: list[str], running, kill, requeue: bool) -> tuple[int, str | None]:
+        """Run ``command`` (Snakemake through the profile), wait for ``running`` (a test: its job, on a node,
+        has got far enough), ``kill`` the job's node, wait for the node DOWN, release the hold on a requeued
+        job, wait for Snakemake; its exit status and the job's first SLURM id."""
+        since = now()
+        with open(self.log, "w") as out:
+            process = subprocess.Popen(command, cwd=REPO, env=environment(), stdout=out, stderr=subprocess.STDOUT)
+            try:
+                job = self.wait_job(running, process)
+                node = job_field(job, "%N") if job else None
+                self.measured.update(slurm_job=job, node=node)
+                if node:
+                    killed = time.monotonic()
+                    self.measured.update(kill(node) or {})
+                    down = wait_until(lambda: node_state(node).startswith("down"))
+                    self.measured["down_after_seconds"] = None if down is None else round(down)
+                    if requeue:
+                        self.release(job)
+                    rc = process.wait(timeout=3 * NOTICE_SECONDS)
+                    self.measured["snakemake_done_after_kill_seconds"] = round(time.monotonic() - killed)
+                else:
+                    process.send_signal(signal.SIGINT)
+                    rc = process.wait()
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        self.measured["rc"] = rc
+        self.measured["slurm_jobs"] = [
+            f"{j['JobID']} {j['State']} {j['NodeList']}" for j in sacct(since, "JobID", "State", "NodeList", "Comment")
+        ]
+        return rc, job
+
+    def wait_job(self, running, process: subprocess.Popen) -> str | None:
+        job = None
+
+        def started() -> bool:
+            nonlocal job
+            job = running()
+            return job is not None
+
+        return job if wait_until(started, 900, process) is not None else None
+
+    def release(self, job: str) -> None:
+        """SLURM requeues a NODE_FAIL job held (BeginTime, ~2 min): release it once it is PENDING again."""
+        pending = wait_until(lambda: job_field(job, "%T") == "PENDING")
+        self.measured["requeued_pending_after_down_seconds"] = None if pending is None else round(pending)
+        if pending is not None:
+            self.measured["hold_reason"] = job_field(job, "%r")
+            slurm("scontrol", "update", f"JobId={job}", "StartTime=now")
+
+
+def node_training(args, checks: Checks, case: str) -> dict[str, dict]:
+    """Cases 2 and 3: the training job's node dies once the job is past its first checkpoint. With SLURM's
+    requeue (``requeue``) the same SLURM job runs again on another node once its hold is released; with
+    ``--slurm-no-requeue`` it ends NODE_FAIL and Snakemake's retry runs elsewhere. Either resumes at k + 1
+    (k: the checkpoint on disk when the node died) and ends with the uninterrupted run's metrics."""
+    workdir = args.workdir / "faults"
+    checkpoint, train_log = workdir / f"{CANCEL_JOB}.checkpoint.pt", train_log_of(workdir, CANCEL_JOB)
+    fresh(workdir, CANCEL_JOB)
+    extra = ("--slurm-no-requeue",) if case == "no-requeue" else ()
+    fault = NodeFault(case, args, args.workdir / f"node-{case}.log")
+    running = lambda: running_train_job() if checkpoint.exists() else None  # noqa: E731
+
+    def kill(node: str) -> dict:
+        nodes_script("kill", node)
+        return {"checkpointed_at": checkpoint_step(checkpoint)}
+
+    rc, job = fault.run(
+        fault_command(args, workdir, workdir / "nodes.yaml", CANCEL_JOB, *extra), running, kill, case == "requeue"
+    )
+    m = fault.measured
+    m["resumed_at"] = resumed_at(train_log)
+    metrics = run_metrics(workdir, CANCEL_JOB)
+    attempts = [line.split() for line in m["slurm_jobs"]]
+    final = attempts[-1] if attempts else ["", "", ""]
+    if case == "requeue":
+        ran_again = len(attempts) == 1 and final[:2] == [job, "COMPLETED"] and final[2] != m["node"]
+        how = "the same SLURM job COMPLETED on another node"
+    else:
+        ran_again = (
+            len(attempts) == 2
+            and attempts[0][:2] == [job, "NODE_FAIL"]
+            and final[1] == "COMPLETED"
+            and final[2] != m["node"]
+        )
+        how = "NODE_FAIL, Snakemake's retry COMPLETED on another node"
+    k = m.get("checkpointed_at")
+    checks.check(
+        f"{case}: the node dies past the first checkpoint, goes DOWN, {how}, resumes at k + 1, snakemake exits 0",
+        job is not None
+        and m.get("down_after_seconds") is not None
+        and ran_again
+        and k is not None
+        and m["resumed_at"] == [k + 1]
+        and rc == 0,
+        f"SLURM job {job} on {m['node']}; DOWN after {m.get('down_after_seconds')} s; checkpoint at {k}; "
+        f"resumed at {m['resumed_at']}; SLURM jobs {m['slurm_jobs']}; rc {rc}; log {fault.log}",
+    )
+    checks.measured[f"node {case}"] = m
+    if m.get("node"):
+        revive(m["node"], checks, case)
+    return metrics
+
+
+def revive(node: str, checks: Checks, case: str) -> None:
+    """The dead node boots again: slurmd registers, ReturnToService=2 makes it idle."""
+    start = time.monotonic()
+    nodes_script("revive", node)
+    back = wait_until(lambda: node_state(node) == "idle")
+    checks.measured[f"node {case}"]["back_after_seconds"] = (
+        round(time.monotonic() - start) if back is not None else None
+    )
+
+
+def returned(checks: Checks) -> None:
+    """Case 4: the node that died (and was revived) takes jobs again: a job on every node runs."""
+    node = checks.measured.get("node requeue", {}).get("node")
+    nodes = node_names()
+    out = slurm("srun", f"-N{len(nodes)}", "--ntasks-per-node=1", "hostname").split() if node else []
+    checks.check(
+        "return: the revived node is idle again and takes a job (srun on every node)",
+        node is not None and checks.measured["node requeue"].get("back_after_seconds") is not None and node in out,
+        f"{node} back after {checks.measured.get('node requeue', {}).get('back_after_seconds')} s; srun ran on {out}",
+    )
+
+
+def compare_metrics(case: str, metrics: dict, whole: dict, checks: Checks) -> None:
+    gaps = [
+        abs(metrics[split][key] - whole[split][key]) / max(abs(whole[split][key]), 1.0)
+        for split in whole
+        if split in metrics
+        for key in ("rmse", "test_ll")
+    ]
+    checks.measured[f"node {case}"]["bit_identical"] = bool(gaps) and max(gaps) == 0.0
+    checks.check(
+        f"{case}: rmse and test_ll equal the uninterrupted run's within {TOLERANCE:g}",
+        len(gaps) == 2 * len(whole) == 4 and max(gaps) <= TOLERANCE,
+        f"largest relative difference {max(gaps, default=float('nan')):.3g}",
+    )
+
+
+def node_pretraining(args, checks: Checks) -> None:
+    """Case 5: the node of a running pretraining job dies: its link down, then a shutdown's SIGTERM to every
+    process on it (the job checkpoints; no word reaches the controller), then every process killed. SLURM
+    requeues the job; once released it resumes at k + 1 on another node, with an uninterrupted run's result."""
+    workdir = args.workdir / "faults"
+    config = workdir / "pretrain.yaml"
+    config.write_text(yaml.safe_dump(PRETRAIN_CONFIG))
+    target = next(workdir.glob("results/pretrain/boston/*/split0.json")).relative_to(workdir).as_posix()
+    checkpoint = workdir / target.replace(".json", ".checkpoint.pt")
+    pretrain_log = workdir / "logs" / Path(target).relative_to("results").with_suffix(".log")
+    (workdir / target).unlink()
+
+    def running() -> str | None:
+        text = pretrain_log.read_text() if pretrain_log.exists() else ""
+        ids = slurm("squeue", "-h", "-t", "RUNNING", "-o", "%i|%k").splitlines()
+        ids = [line.split("|")[0] for line in ids if "|rule_pretrain" in line]
+        return ids[0] if len(ids) == 1 and "pretraining: iteration" in text else None
+
+    def kill(node: str) -> dict:
+        nodes_script("link", node, "down")
+        nodes_script("signal", node, "TERM")
+        logged = wait_until(lambda: "checkpointed at iteration" in pretrain_log.read_text(), NOTICE_SECONDS)
+        nodes_script("kill", node)
+        return {"checkpointed_at": checkpoint_step(checkpoint), "checkpoint_logged": logged is not None}
+
+    fault = NodeFault("pretrain", args, args.workdir / "node-pretrain.log")
+    rc, job = fault.run(fault_command(args, workdir, config, target), running, kill, requeue=True)
+    m = fault.measured
+    m["resumed_at"] = resumed_at(pretrain_log)
+    result = (workdir / target).read_bytes() if (workdir / target).exists() else None
+    checks.measured["node pretrain"] = m
+    if m.get("node"):
+        revive(m["node"], checks, "pretrain")
+    (workdir / target).unlink(missing_ok=True)  # the same pretraining uninterrupted, locally
+    local_rc, _ = run_logged(fault_command(args, workdir, config, target, slurm=False), args.workdir / "pretrain.log")
+    whole = (workdir / target).read_bytes() if (workdir / target).exists() else None
+    m["bit_identical"] = result is not None and result == whole
+    k = m.get("checkpointed_at")
+    checks.check(
+        "pretrain: its node dies mid-run (SIGTERM first), the job is requeued, resumes at k + 1, exits 0",
+        job is not None and k is not None and m["resumed_at"] == [k + 1] and rc == 0,
+        f"SLURM job {job} on {m.get('node')}; DOWN after {m.get('down_after_seconds')} s; checkpoint at {k}; "
+        f"resumed at {m['resumed_at']}; SLURM jobs {m['slurm_jobs']}; rc {rc}; log {fault.log}",
+    )
+    checks.check(
+        "pretrain: its hyperparameters (the .json) byte-identical to an uninterrupted run's",
+        m["bit_identical"] and local_rc == 0,
+        f"local rc {local_rc}",
+    )
+    (workdir / target).unlink(missing_ok=True)  # the next check's reference run pretrains again under quick's settings
+
+
+def node_checks(args, checks: Checks) -> None:
+    """The cases of --nodes, in NODE_CASES's order, those in args.cases; the training faults against one
+    uninterrupted local run of the same job (built first: it also makes the job's inputs)."""
+    workdir = args.workdir / "faults"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "nodes.yaml").write_text(yaml.safe_dump(NODE_FAULT_CONFIG))
+    whole = None
+    if {"requeue", "no-requeue", "pretrain"} & set(args.cases):
+        fresh(workdir, CANCEL_JOB)
+        start = time.monotonic()
+        command = fault_command(args, workdir, workdir / "nodes.yaml", CANCEL_JOB, slurm=False)
+        rc, seconds = run_logged(command, args.workdir / "reference.log")
+        whole = run_metrics(workdir, CANCEL_JOB)
+        checks.check(
+            "reference: the training job uninterrupted, locally", rc == 0 and len(whole) == 2, f"{seconds:.0f} s"
+        )
+        checks.measured["case seconds"] = {"reference": round(time.monotonic() - start)}
+    checks.measured.setdefault("case seconds", {})
+    for case in NODE_CASES:
+        if case not in args.cases:
+            continue
+        start = time.monotonic()
+        print(f"case {case}", flush=True)
+        if case == "spread":
+            spread(args, checks)
+        elif case in ("requeue", "no-requeue"):
+            compare_metrics(case, node_training(args, checks, case), whole, checks)
+        elif case == "return":
+            returned(checks)
+        else:
+            node_pretraining(args, checks)
+        checks.measured["case seconds"][case] = round(time.monotonic() - start)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", required=True, help="the data mirror (--config mirror=...)")
@@ -579,21 +938,42 @@ def main(argv: list[str] | None = None) -> int:
         "data and pretraining a check before left in the work folder",
     )
     parser.add_argument("--keep-cluster", action="store_true", help="leave the cluster running")
+    parser.add_argument(
+        "--nodes", type=int, default=0, help="a head and this many nodes (slurm_nodes.sh), the node faults"
+    )
+    parser.add_argument(
+        "--cases",
+        default=",".join(NODE_CASES),
+        help=f"with --nodes: which of {','.join(NODE_CASES)} (comma-separated; they run in that order)",
+    )
     args = parser.parse_args(argv)
     args.mirror = str(Path(args.mirror).resolve())
     args.workdir.mkdir(parents=True, exist_ok=True)
+    args.cases = args.cases.split(",")
+    if unknown := set(args.cases) - set(NODE_CASES):
+        parser.error(f"--cases: unknown {sorted(unknown)}; known: {', '.join(NODE_CASES)}")
+    up = [str(CLUSTER), "up"]
+    if args.nodes:
+        SITE.script, SITE.state, SITE.on_head = NODES, NODES_STATE, (str(NODES), "exec", HEAD, "--")
+        up = [str(NODES), "up", str(args.nodes)]
+        shared = [args.workdir, args.mirror, sys.prefix, *([args.local] if args.local else [])]  # the nodes see them
+        os.environ["GPSTUDY_SLURM_SHARED"] = ":".join(str(Path(p).resolve()) for p in shared)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # killed: the cluster still goes down
     checks = Checks()
-    subprocess.run([str(CLUSTER), "up"], check=True)
     try:
-        if not args.skip_study:
-            study(args, checks)
-        if not args.skip_faults:
-            if not args.skip_cancel:
-                fault_cancel(args, checks)
-            fault_stops(args, checks)
+        subprocess.run(up, check=True)
+        if args.nodes:
+            node_checks(args, checks)
+        else:
+            if not args.skip_study:
+                study(args, checks)
+            if not args.skip_faults:
+                if not args.skip_cancel:
+                    fault_cancel(args, checks)
+                fault_stops(args, checks)
     finally:
         if not args.keep_cluster:
-            subprocess.run([str(CLUSTER), "down"], check=False)
+            subprocess.run([str(SITE.script), "down"], check=False)
     summary = {"checks": checks.results, "measured": checks.measured}
     (args.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(checks.measured, indent=2))
