@@ -706,6 +706,7 @@ class NodeFault:
             try:
                 job = self.wait_job(running, process)
                 node = job_field(job, "%N") if job else None
+                rule = job_field(job, "%k").split("_wildcards_")[0] if job else None  # e.g. rule_train
                 self.measured.update(slurm_job=job, node=node)
                 if node:
                     killed = time.monotonic()
@@ -714,6 +715,10 @@ class NodeFault:
                     self.measured["down_after_seconds"] = None if down is None else round(down)
                     if requeue:
                         self.release(job)
+                    again = wait_until(lambda: self.running_elsewhere(rule, node), process=process)
+                    self.measured["running_again_after_kill_seconds"] = (
+                        None if again is None else round(time.monotonic() - killed)
+                    )
                     rc = process.wait(timeout=3 * NOTICE_SECONDS)
                     self.measured["snakemake_done_after_kill_seconds"] = round(time.monotonic() - killed)
                 else:
@@ -724,10 +729,17 @@ class NodeFault:
                     process.kill()
                     process.wait()
         self.measured["rc"] = rc
-        self.measured["slurm_jobs"] = [
-            f"{j['JobID']} {j['State']} {j['NodeList']}" for j in sacct(since, "JobID", "State", "NodeList", "Comment")
+        self.measured["slurm_jobs"] = [  # the workflow's (a comment naming the rule), not the check's own sruns
+            f"{j['JobID']} {j['State']} {j['NodeList']}"
+            for j in sacct(since, "JobID", "State", "NodeList", "Comment")
+            if j["Comment"].startswith("rule_")
         ]
         return rc, job
+
+    def running_elsewhere(self, rule: str, dead: str) -> bool:
+        """Whether a job of ``rule`` (its comment's start, e.g. rule_train) runs on a node other than ``dead``."""
+        rows = [line.split("|") for line in slurm("squeue", "-h", "-t", "RUNNING", "-o", "%k|%N").splitlines()]
+        return any(comment.startswith(rule) and node != dead for comment, node in rows)
 
     def wait_job(self, running, process: subprocess.Popen) -> str | None:
         job = None
@@ -744,7 +756,6 @@ class NodeFault:
         pending = wait_until(lambda: job_field(job, "%T") == "PENDING")
         self.measured["requeued_pending_after_down_seconds"] = None if pending is None else round(pending)
         if pending is not None:
-            self.measured["hold_reason"] = job_field(job, "%r")
             slurm("scontrol", "update", f"JobId={job}", "StartTime=now")
 
 

@@ -57,10 +57,15 @@ address() {  # the host's address on the bridge: head .1, node i .(10 + i)
 
 holder() { cat "$DIR/run/$1.holder"; }  # the pid holding the host's UTS and mount namespaces
 
-enter() {  # enter HOST CMD...: run CMD in HOST's network, UTS and mount namespaces
-    local host=$1 pid; shift
-    pid=$(holder "$host")
-    nsenter --net="/run/netns/$host" --uts="/proc/$pid/ns/uts" --mount="/proc/$pid/ns/mnt" --wd="$PWD" -- "$@"
+on_host() {  # on_host HOST: ENTER=the command prefix that runs a command in HOST's network, UTS and mount namespaces
+    local pid
+    pid=$(holder "$1")
+    ENTER=(nsenter --net="/run/netns/$1" --uts="/proc/$pid/ns/uts" --mount="/proc/$pid/ns/mnt" --wd="$PWD" --)
+}
+
+enter() {  # enter HOST CMD...: run CMD on HOST
+    on_host "$1"; shift
+    "${ENTER[@]}" "$@"
 }
 
 ns_pids() {  # the pids whose network namespace is HOST's
@@ -216,7 +221,8 @@ start_head() {
     wait_for 10 munged enter "$HEAD" munge -n --socket="$MUNGE_SOCKET"
     mkdir -p "$db/data" && chown -R mysql:mysql "$db"
     mariadb-install-db --no-defaults --user=mysql --datadir="$db/data" --skip-test-db > "$DIR/log/mariadb-install.log" 2>&1
-    enter "$HEAD" setsid mariadbd --no-defaults --user=mysql --datadir="$db/data" --socket="$db/mysql.sock" \
+    on_host "$HEAD"  # a simple command in the background: no shell of this script waits beside it
+    "${ENTER[@]}" setsid mariadbd --no-defaults --user=mysql --datadir="$db/data" --socket="$db/mysql.sock" \
         --bind-address=127.0.0.1 --pid-file="$db/mariadbd.pid" --log-error="$DIR/log/mariadbd.log" \
         --innodb-buffer-pool-size=64M < /dev/null > /dev/null 2>&1 &
     wait_for 60 mariadbd mariadb --no-defaults --socket="$db/mysql.sock" -e "SELECT 1"
@@ -313,7 +319,7 @@ case ${1:-} in
     up) up "${2:-3}" ;;
     down) down ;;
     status) status ;;
-    exec) host=$2; shift 2; [[ ${1:-} == -- ]] && shift; enter "$host" "$@" ;;
+    exec) host=$2; shift 2; [[ ${1:-} == -- ]] && shift; on_host "$host"; exec "${ENTER[@]}" "$@" ;;
     kill) kill_node "$2" ;;
     link) link "$2" "$3" ;;
     signal) pids=$(ns_pids "$2"); [[ -z $pids ]] || kill -s "$3" $pids ;;
