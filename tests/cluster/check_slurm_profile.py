@@ -53,6 +53,8 @@ from pathlib import Path
 
 import yaml
 
+from gpstudy.paths import PRETRAIN_CHECKPOINT, PRETRAINED
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "tests" / "cluster" / "slurm_cluster.sh"
 STATE = Path(os.environ.get("GPSTUDY_SLURM_DIR", Path(tempfile.gettempdir()) / "gpstudy-slurm"))  # as slurm_cluster.sh
@@ -849,6 +851,20 @@ def compare_metrics(case: str, metrics: dict, whole: dict, checks: Checks) -> No
     )
 
 
+def catches_sigterm(marker: bytes) -> bool:
+    """Whether a process whose command line holds ``marker`` (on any host: they share this machine's pids)
+    handles SIGTERM: a loop of gpstudy.training.stopping, which checkpoints on it."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (proc / "cmdline").read_bytes():
+                status = dict(line.split(":", 1) for line in (proc / "status").read_text().splitlines())
+                if int(status["SigCgt"], 16) & (1 << (signal.SIGTERM - 1)):
+                    return True
+        except (OSError, KeyError, ValueError):
+            continue
+    return False
+
+
 def node_pretraining(args, checks: Checks) -> None:
     """Case 5: the node of a running pretraining job dies: its link down, then a shutdown's SIGTERM to every
     process on it (the job checkpoints; no word reaches the controller), then every process killed. SLURM
@@ -856,16 +872,16 @@ def node_pretraining(args, checks: Checks) -> None:
     workdir = args.workdir / "faults"
     config = workdir / "pretrain.yaml"
     config.write_text(yaml.safe_dump(PRETRAIN_CONFIG))
-    target = next(workdir.glob("results/pretrain/boston/*/split0.json")).relative_to(workdir).as_posix()
-    checkpoint = workdir / target.replace(".json", ".checkpoint.pt")
-    pretrain_log = workdir / "logs" / Path(target).relative_to("results").with_suffix(".log")
-    (workdir / target).unlink()
+    protocol = next(workdir.glob("data/splits/boston/*/split0.npz")).parent.name  # the reference run made it
+    target = PRETRAINED.format(dataset="boston", protocol=protocol, split=0)
+    checkpoint = workdir / PRETRAIN_CHECKPOINT.format(dataset="boston", protocol=protocol, split=0)
+    pretrain_log = workdir / "logs" / Path(target).relative_to("results").with_suffix(".log")  # rules/pretrain.smk
+    (workdir / target).unlink(missing_ok=True)
 
-    def running() -> str | None:
-        text = pretrain_log.read_text() if pretrain_log.exists() else ""
+    def running() -> str | None:  # its job RUNNING, its loop catching SIGTERM (its checkpoint on a signal)
         ids = slurm("squeue", "-h", "-t", "RUNNING", "-o", "%i|%k").splitlines()
         ids = [line.split("|")[0] for line in ids if "|rule_pretrain" in line]
-        return ids[0] if len(ids) == 1 and "pretraining: iteration" in text else None
+        return ids[0] if len(ids) == 1 and catches_sigterm(b"pretrain.py") else None
 
     def kill(node: str) -> dict:
         nodes_script("link", node, "down")
