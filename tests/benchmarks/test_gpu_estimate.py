@@ -4,6 +4,7 @@ RBF kernel, ``scale_tril``, the in-place jitter, the Gram by halves)."""
 
 import importlib
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,7 @@ def test_adam_is_counted_as_the_fused_cuda_adam():
     assert count.costs.bytes == 2 * 7 * 310 * 8  # param, grad, 2 moments read; param, 2 moments written
 
 
-def test_the_model_adds_gpu_times_and_overlaps_the_host_with_one_sync():
+def test_the_model_adds_gpu_times_with_each_calls_least_time_and_overlaps_the_host_with_one_sync():
     rates = Rates(
         product_tflops=10,
         potrf_tflops=1,
@@ -116,30 +117,64 @@ def test_the_model_adds_gpu_times_and_overlaps_the_host_with_one_sync():
         potrs_tflops=4,
         inverse_tflops=5,
         bandwidth_tbs=2,
+        kernel_min_us=3,
+        factor_min_us=200,
         launch_us=10,
+        blas_call_us=11,
+        solver_call_us=40,
         view_us=1,
         sync_us=100,
     )
-    costs = Costs(product_flops=10**10, bytes=2 * 10**9, syncs=1.0)
-    costs.factorization_flops.update(potrf=10**9, trsm=10**9, potrs=10**9, inverse=10**9)
-    costs.host.update(memory=100, view=50)
+    costs = Costs(syncs=1.0)
+    costs.calls.update({("product", 10**10): 1, ("product", 10): 2, ("memory", 2 * 10**9): 1, ("memory", 8): 97})
+    costs.calls.update({("potrf", 10**9): 1, ("trsm", 10**9): 1, ("potrs", 10**9): 1, ("inverse", 10**9): 1})
+    costs.calls.update({("potrf", 1000): 3, ("trsm", 1000): 5})  # latency-bound: 200 us each
+    costs.host.update(view=50)
     time = ESTIMATE.estimate(costs, rates)
-    assert time.factorizations == pytest.approx(1e-3 + 0.5e-3 + 0.25e-3 + 0.2e-3)
-    assert time.memory == pytest.approx(1e-3)
-    assert time.gpu == pytest.approx(1e-3 + time.factorizations + time.memory)
-    assert time.host == pytest.approx(100 * 10e-6 + 50 * 1e-6)
+    assert time.factorizations == pytest.approx(1e-3 + 0.5e-3 + 0.25e-3 + 0.2e-3 + 8 * 200e-6)
+    assert time.memory == pytest.approx(1e-3 + 97 * 3e-6)
+    assert time.gpu == pytest.approx(1e-3 + 2 * 3e-6 + time.factorizations + time.memory)
+    assert time.host == pytest.approx((98 * 10 + 3 * 11 + 6 * 11 + 6 * 40 + 50 * 1) * 1e-6)
     assert time.iteration == pytest.approx(time.gpu + 100e-6)  # the GPU's time, the host hidden behind it
+    assert time.graph == pytest.approx(time.gpu + 100e-6)
     costs.syncs = 2.0  # each sync exposes the host's launches
     assert ESTIMATE.estimate(costs, rates).iteration == pytest.approx(time.gpu + time.host + 200e-6)
+    costs.calls, costs.syncs = Counter({("memory", 8): 1000}), 1.0  # launch-bound: the host's time
+    host_bound = ESTIMATE.estimate(costs, rates)
+    assert host_bound.iteration == pytest.approx(1000 * 10e-6 + 50e-6 + 100e-6) and host_bound.graph < 4e-3
 
 
 def test_the_rate_sets_are_ordered_from_optimistic_to_pessimistic():
     sets = ESTIMATE.RATE_SETS
-    costs = Costs(product_flops=10**12, bytes=10**10)
-    costs.factorization_flops.update(potrf=10**11, trsm=10**11, potrs=10**11, inverse=10**11)
-    costs.host.update(memory=300, view=300)
+    costs = Costs()
+    costs.calls.update({("product", 10**12): 1, ("memory", 10**10): 1, ("memory", 8): 300, ("potrf", 10**6): 20})
+    costs.calls.update({("potrf", 10**11): 1, ("trsm", 10**11): 1, ("potrs", 10**11): 1, ("inverse", 10**11): 1})
+    costs.host.update(view=300)
     times = [ESTIMATE.estimate(costs, sets[name]).iteration for name in ("optimistic", "central", "pessimistic")]
     assert times == sorted(times) and times[0] < times[2]
+
+
+def test_the_study_is_counted_by_the_options_each_data_set_trains_a_method_with(study_config):
+    """GPNet and FBNN train with online hyperparameters on Energy, Power and Wine (config.yaml's dataset_options)
+    and with a noisy measurement set on the others: two steps each; the odvgp experiment's 28 jobs are counted."""
+    found = ESTIMATE.variants(study_config)
+    by_row = {}
+    for variant in found:
+        by_row.setdefault((variant.experiment, variant.method, variant.M), []).append(variant)
+    online = {
+        dataset
+        for variant in by_row["uci", "gpnet", 500]
+        if variant.options["online_hyperparameters"]
+        for dataset in variant.datasets
+    }
+    assert online == {"energy", "power", "wine_red"} and len(by_row["uci", "fbnn", 500]) == 2
+    assert len(by_row["uci", "svgp", 100]) == 1  # SVGP learns its hyperparameters everywhere
+    jobs = {
+        experiment: sum(len(v.datasets) for v in found if v.experiment == experiment) for experiment in ("uci", "odvgp")
+    }
+    assert jobs == {"uci": 35, "odvgp": 28}
+    assert all(v.iterations == 10000 * len(v.datasets) for v in found)
+    assert "online_hyperparameters" in ESTIMATE.label(by_row["uci", "gpnet", 100][0], found)
 
 
 @pytest.mark.parametrize("blocks", [1, 4])
