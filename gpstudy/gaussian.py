@@ -155,7 +155,11 @@ def condition(
 
 
 def tempered_prior(
-    prior_cov: Tensor, previous_mean: Tensor, previous_cov: Tensor, beta: float
+    prior_cov: Tensor,
+    previous_mean: Tensor,
+    previous_cov: Tensor,
+    beta: float | Tensor,
+    by_previous: bool | None = None,
 ) -> tuple[Tensor, Tensor]:
     """GPNet's tempered prior p(f)^beta q_t(f)^(1-beta) = N(m~, K~) at a finite set of inputs (eq. 8-9).
 
@@ -177,7 +181,10 @@ def tempered_prior(
         prior_cov: K, the prior covariance ``[..., z, z]`` (jitter included).
         previous_mean: mu, the previous network's mean ``[..., z]``.
         previous_cov: Sigma, the previous network's covariance ``[..., z, z]`` (jitter included).
-        beta: the step size beta_t in (0, 1].
+        beta: the step size beta_t in (0, 1]: a float, or a 0-dim tensor on the matrices' device (no host
+            read: the same operators whatever its value).
+        by_previous: whether beta <= 1/2 (the side A = Sigma); None: read from a float ``beta``. A tensor
+            ``beta`` needs it (the caller knows it on the host).
 
     Returns:
         m~ ``[..., z]`` and K~ ``[..., z, z]``.
@@ -189,12 +196,19 @@ def tempered_prior(
         product = whitened_prior.mT @ whitened  # K B^-1 [S mu] = (L_B^-1 K)^T (L_B^-1 [S mu])
         cov = product[..., :-1]
         return (1 - beta) * product[..., -1], 0.5 * (cov + cov.mT)
-    by_previous = beta <= 0.5
+    if by_previous is None:
+        if isinstance(beta, Tensor):
+            raise ValueError("tempered_prior: a tensor beta needs by_previous (beta <= 1/2, known on the host)")
+        by_previous = beta <= 0.5
     side, weight = (previous_cov, beta) if by_previous else (prior_cov, 1 - beta)  # A, a
     whitened = solve_lower(chol_mixture, side)  # L_B^-1 A
     whitened_mean = solve_lower(chol_mixture, previous_mean.unsqueeze(-1))  # L_B^-1 mu
-    cov = symmetric_product(whitened.mT, alpha=-weight / (1 - weight))  # -a A B^-1 A / (1 - a)
-    cov.add_(side, alpha=1 / (1 - weight))  # (A - a A B^-1 A) / (1 - a)
+    if isinstance(weight, Tensor):  # a GEMM's alpha is a host number: the scales as tensors, one pass more
+        cov = symmetric_product(whitened.mT).mul_(-weight / (1 - weight))  # -a A B^-1 A / (1 - a)
+        cov.addcmul_(side, 1 / (1 - weight))  # (A - a A B^-1 A) / (1 - a)
+    else:
+        cov = symmetric_product(whitened.mT, alpha=-weight / (1 - weight))  # -a A B^-1 A / (1 - a)
+        cov.add_(side, alpha=1 / (1 - weight))  # (A - a A B^-1 A) / (1 - a)
     projected = (whitened.mT @ whitened_mean).squeeze(-1)  # A B^-1 mu
     mean = previous_mean - beta * projected if by_previous else (1 - beta) * projected
     return mean, cov
@@ -206,8 +220,9 @@ def tempered_target(
     previous_cov: Tensor,
     y_batch: Tensor,
     noise_variance: Tensor | float,
-    beta: float,
+    beta: float | Tensor,
     n_train: int,
+    by_previous: bool | None = None,
 ) -> tuple[Tensor, Tensor]:
     """GPNet's target q^_{t+1}(f_M) for a Gaussian likelihood (eq. 10), the marginal at X_M.
 
@@ -222,11 +237,12 @@ def tempered_target(
         noise_variance: sigma^2 of the Gaussian likelihood.
         beta: the step size beta_t in (0, 1].
         n_train: N, the training-set size.
+        by_previous: as ``tempered_prior``'s.
 
     Returns:
         The target mean ``[..., m]`` and covariance ``[..., m, m]`` at the measurement points.
     """
-    mean, cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta)
+    mean, cov = tempered_prior(prior_cov, previous_mean, previous_cov, beta, by_previous)
     n = y_batch.shape[-1]
     batch_noise = noise_variance * n / (n_train * beta)  # eq. 10: p(y_B | f_B)^(N beta / n)
     return condition(

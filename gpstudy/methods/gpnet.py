@@ -21,9 +21,13 @@ BETA_SCHEDULES = {  # the time in beta_t = beta0 / (1 + xi sqrt(time)) at iterat
 }
 
 
-def beta_schedule(step: int, beta0: float, xi: float, schedule: str) -> float:
-    """beta_t = beta0 / (1 + xi sqrt(t)) (section 3.3), or with sqrt(t - 1) (the authors' code), t = 1, 2, ..."""
-    return beta0 / (1.0 + xi * math.sqrt(BETA_SCHEDULES[schedule](step)))
+def beta_schedule(step: int | Tensor, beta0: float, xi: float, schedule: str) -> float | Tensor:
+    """beta_t = beta0 / (1 + xi sqrt(t)) (section 3.3), or with sqrt(t - 1) (the authors' code), t = 1, 2, ...;
+    for a float64 tensor t, a tensor of the same value (the same floating-point operations)."""
+    time = BETA_SCHEDULES[schedule](step)
+    if isinstance(time, Tensor):
+        return torch.full_like(time, beta0) / (time.sqrt() * xi + 1.0)
+    return beta0 / (1.0 + xi * math.sqrt(time))
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,8 @@ class MirrorStep:
     prior_cov: Tensor  # K over Z = [X_B; X_M], detached
     previous_mean: Tensor  # q_t over Z, detached
     previous_cov: Tensor
-    beta: float  # beta_t
+    beta: float | Tensor  # beta_t: a float, or a 0-dim tensor on the device (a training step's)
+    by_previous: bool  # whether beta_t <= 1/2 (the tempered prior's side, known on the host)
     n_train: int  # N
     generators: draws.Generators  # the draws of a Monte Carlo expected log-likelihood
 
@@ -50,7 +55,14 @@ def conjugate_loss(likelihood: GaussianLikelihood, mean: Tensor, cov: Tensor, st
     """
     noise = likelihood.noise_variance.detach()
     target_mean, target_cov = tempered_target(
-        step.prior_cov, step.previous_mean, step.previous_cov, step.y_batch, noise, step.beta, step.n_train
+        step.prior_cov,
+        step.previous_mean,
+        step.previous_cov,
+        step.y_batch,
+        noise,
+        step.beta,
+        step.n_train,
+        step.by_previous,
     )  # q^_{t+1}(f_M), eq. 10
     return kl_divergence(mean, cholesky(cov), target_mean, cholesky(target_cov))
 
@@ -67,7 +79,9 @@ def elbo_loss(likelihood: Likelihood, mean: Tensor, cov: Tensor, step: MirrorSte
     the expected log-likelihood draws its Monte Carlo samples from ``step.generators``
     (``function_space_elbo``).
     """
-    tempered_mean, tempered_cov = tempered_prior(step.prior_cov, step.previous_mean, step.previous_cov, step.beta)
+    tempered_mean, tempered_cov = tempered_prior(
+        step.prior_cov, step.previous_mean, step.previous_cov, step.beta, step.by_previous
+    )
     data_scale = step.beta * step.n_train / step.y_batch.shape[-1]
     return -function_space_elbo(
         likelihood, step.y_batch, mean, cov, tempered_mean, tempered_cov, data_scale, step.generators
@@ -114,6 +128,20 @@ class GPNet(InferenceNetworkMethod):
         if config.objective == "conjugate":  # its closed-form target holds the noise variance
             gaussian_likelihood(problem.likelihood, f"method {self.name!r} with objective 'conjugate'")
         super().__init__(problem, config)
+        # t on the device, so that no Python number new at each step reaches an operator (a CUDA graph of the
+        # step would keep the first one): advanced by a constant from one step to the next (_device_step)
+        self.register_buffer("_step", torch.zeros((), dtype=torch.float64), persistent=False)
+        self._step_held: int | None = None  # the t that _step holds
+
+    def _device_step(self, step: int) -> Tensor:
+        """t as a 0-dim float64 tensor on the method's device: the one held for the same t again (a checked
+        rerun), advanced by 1 in place for the next t, written only where t jumps (the first step, a resume)."""
+        if self._step_held is not None and step == self._step_held + 1:
+            self._step.add_(1)
+        elif step != self._step_held:
+            self._step.fill_(step)
+        self._step_held = step
+        return self._step
 
     @classmethod
     def supported_likelihoods(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
@@ -124,7 +152,10 @@ class GPNet(InferenceNetworkMethod):
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         inputs = self.measurement_set(x_batch, generators)  # Z = [X_B; X_M]
         n = y_batch.shape[-1]
-        beta = beta_schedule(step, self.config.beta0, self.config.xi, self.config.beta_schedule)
+        schedule = (self.config.beta0, self.config.xi, self.config.beta_schedule)
+        beta_on_host = beta_schedule(step, *schedule)  # only for the side of the tempered prior
+        # compiled, t is a symbol of the graph already; eager, beta_t is computed on the device from t there
+        beta = beta_on_host if torch.compiler.is_compiling() else beta_schedule(self._device_step(step), *schedule)
         objective, trains_batch = OBJECTIVES[self.config.objective]
         # q_gamma where the loss differentiates it; its values there are also q_t's (same parameters)
         trained_from = 0 if trains_batch else n
@@ -136,7 +167,14 @@ class GPNet(InferenceNetworkMethod):
             previous_cov = self.network.stacked_covariance(head_factor, factor.detach(), cov.detach())
         prior_cov = self.prior_covariance(inputs)  # K_ZZ
         step_data = MirrorStep(
-            y_batch, prior_cov.detach(), previous_mean, previous_cov, beta, self.config.n_train, generators
+            y_batch,
+            prior_cov.detach(),
+            previous_mean,
+            previous_cov,
+            beta,
+            beta_on_host <= 0.5,
+            self.config.n_train,
+            generators,
         )
         loss = objective(self.likelihood, mean, cov, step_data)
         if self.config.online_hyperparameters:  # minibatch bound with q_t fixed (section 3.3)

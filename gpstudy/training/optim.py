@@ -12,8 +12,10 @@ from gpstudy.linalg import deferred_factor_checks
 def adam(parameters: Iterable[nn.Parameter], lr: float, device: torch.device) -> torch.optim.Adam:
     """Adam as every loop uses it: fused (one pass over each tensor per step) on the CPU and CUDA, which
     keeps its step counts on the parameters' device, so that no step reads a count on the host; the plain
-    per-tensor loop elsewhere (the ``meta`` device). (``capturable=True`` would add nothing to ``fused``
-    but a warning at every uncaptured step.)"""
+    per-tensor loop elsewhere (the ``meta`` device). A step's operators are the same from one step to the next
+    (``tests/training/test_step_sequence.py``); capturing it as a CUDA graph would also need ``capturable=True``,
+    which fused Adam accepts (torch refuses to capture an optimizer without it) but which warns on an
+    uncaptured step: left off while the loop runs eagerly."""
     if device.type in ("cpu", "cuda"):
         return torch.optim.Adam(parameters, lr=lr, fused=True)
     return torch.optim.Adam(parameters, lr=lr, foreach=False)
