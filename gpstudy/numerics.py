@@ -13,9 +13,11 @@ JITTER = 1e-6  # added to the diagonal of every kernel and network covariance
 POSITIVE_FLOOR = 1e-6  # lower bound of every softplus-constrained parameter
 PREDICT_CHUNK = 4096  # points predicted at a time unless a method or network needs fewer (memory per point)
 CHOLESKY_MAX_TRIES = 5  # extra jitter tries of linalg.cholesky: JITTER, 10 JITTER, ... (x10 each)
-FACTOR_BLOCK = 128  # rows of the leaves of gpstudy.linalg.blocked's Cholesky factors and triangular solves (off a CPU):
-# a UCI step's n = 500-1000 splits 2-3 times (1000 -> 500 -> 250 -> 125), so that potrf keeps (128 / n)^2 and trsm
-# 128 / n of their FLOPs, the rest products of at least 125 x 125 blocks, and a factor launches tens of kernels
+FACTOR_BLOCK = 512  # rows of the leaves of gpstudy.linalg.blocked's Cholesky factors and triangular solves (off a CPU),
+# and the fewest right-hand sides a solve is blocked for: a UCI matrix of n <= 512 is one library call, n = 600-1000 is
+# split once (two potrf leaves and one trsm); chosen by benchmarks/gpu_estimate.py, where a small factorization call is
+# latency-bound (~0.2 ms, issue 47's review) and 128-row leaves made 16-28 potrf and 40-78 trsm calls a step. An
+# estimate, not measured: the GPU run (gpu_check.py's blocked-against-library section) is to confirm or move it
 KMEANS_TOL = 1e-4  # k-means stops when the centres' squared shift is at most this times the mean feature variance
 KMEANS_MAX_ITER = 300  # at most this many Lloyd's iterations of k-means (scikit-learn's default)
 KMEANS_CHECK_EVERY = 10  # k-means reads its convergence on the host (a GPU sync) every this many iterations

@@ -146,7 +146,9 @@ class Calls(TorchDispatchMode, list):
 
 def test_a_cpu_runs_the_library_s_calls_and_other_devices_the_blocks():
     matrix = spd(1e2, (2,), 600)
-    rhs = torch.randn(2, 600, 200, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    rhs = torch.randn(
+        2, 600, LEAF, generator=torch.Generator().manual_seed(4), dtype=torch.float64
+    )  # blocked off a CPU
     with Calls() as calls:
         factor, info = blocked.cholesky_ex(matrix)
         solution = blocked.solve_triangular(factor, rhs, upper=False)
@@ -172,7 +174,7 @@ def test_the_blocks_read_nothing_on_the_host():
 
 
 def test_a_second_derivative_raises_instead_of_being_wrong():
-    matrix = spd(1e2, (2,), 300).clone().requires_grad_(True)
+    matrix = spd(1e2, (2,), LEAF + 100).clone().requires_grad_(True)  # split once
     (grad,) = torch.autograd.grad(blocked.blocked_cholesky_ex(matrix)[0].square().sum(), matrix, create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable"):
         grad.sum().backward()
