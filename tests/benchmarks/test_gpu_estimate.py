@@ -213,13 +213,19 @@ def test_fourier_features_move_at_most_eight_and_a_half_passes_over_the_features
     assert 7.5 * feature_bytes < costs.bytes <= 8.5 * feature_bytes  # with the test's sum (1 pass)
 
 
-def test_the_rbf_kernel_moves_eight_passes_over_its_matrix():
-    """Two in-place subtractions from the product, the exponential, the variance (before issue 39's item 4:
-    the sum of squared norms, 2 a b^T, the difference, its clamp, -r2 / 2, the exponential, the variance: 14)."""
+def test_the_rbf_kernel_moves_four_passes_over_its_matrix_and_seven_backward():
+    """The exponential and the variance in place on the product (issue 47; before: two in-place subtractions from
+    the product, the exponential, the variance: 8 passes; before issue 39's item 4, 14); backward the exponential
+    formed again in place, multiplied by the gradient in place, summed, multiplied by the variance in place
+    (2 + 3 + 1 + 2 passes, its products' reads aside)."""
     kernel = RBF(3, batch_shape=(2,)).to("meta")
-    x1, x2 = torch.empty(2, 60, 3, **META), torch.empty(2, 40, 3, **META)
-    matrix_bytes = 2 * 60 * 40 * 8
-    assert 8 * matrix_bytes < costs_of(lambda: kernel.K(x1, x2)).bytes < 9 * matrix_bytes
+    x1 = torch.empty(2, 300, 3, **META, requires_grad=True)
+    x2 = torch.empty(2, 200, 3, **META)
+    matrix_bytes = 2 * 300 * 200 * 8
+    assert 4 * matrix_bytes < costs_of(lambda: kernel.K(x1, x2)).bytes < 4.5 * matrix_bytes
+    upstream = torch.empty(2, 300, 200, **META)
+    both = costs_of(lambda: torch.autograd.grad(kernel.K(x1, x2), x1, upstream)).bytes
+    assert 12 * matrix_bytes < both < 12.5 * matrix_bytes
 
 
 def test_scale_tril_moves_four_passes_over_its_matrix_forward_and_backward():
@@ -251,3 +257,15 @@ def test_the_gram_by_halves_moves_only_its_mirrored_block(upper_triangular):
     factor = torch.empty(3, 200, 200 if upper_triangular else 30, **META)
     costs = costs_of(lambda: linalg.symmetric_product(factor, upper_triangular))
     assert costs.bytes == 2 * 3 * 100 * 100 * 8 and costs.host["product"] == 3
+
+
+def test_a_squared_norm_reads_its_matrix_once_and_its_gradient_is_one_pass():
+    """The norm reduced from one read (``x.square().sum()``: the square written and read, 3 passes) and x * 2 dS
+    backward (autograd's ``square`` backward: 2 x and its product by the gradient, 4 passes)."""
+    x = torch.empty(3, 200, 100, **META, requires_grad=True)
+    matrix_bytes = 3 * 200 * 100 * 8
+    forward = costs_of(lambda: linalg.products.squared_norm(x, -2)).bytes
+    assert matrix_bytes <= forward < 1.1 * matrix_bytes
+    upstream = torch.empty(3, 100, **META)
+    both = costs_of(lambda: torch.autograd.grad(linalg.products.squared_norm(x, -2), x, upstream)).bytes
+    assert 3 * matrix_bytes <= both < 3.1 * matrix_bytes
