@@ -189,8 +189,8 @@ def tempered_prior(
     Returns:
         m~ ``[..., z]`` and K~ ``[..., z, z]``.
     """
-    chol_mixture = cholesky(beta * previous_cov + (1 - beta) * prior_cov)  # L_B L_B^T = B
     if prior_cov.shape[-1] < HALVES_FROM:  # the form configs/paper-cpu.yaml's Snelson numbers were made with
+        chol_mixture = cholesky(beta * previous_cov + (1 - beta) * prior_cov)  # L_B L_B^T = B
         whitened_prior = solve_lower(chol_mixture, prior_cov)  # L_B^-1 K
         whitened = solve_lower(chol_mixture, torch.cat([previous_cov, previous_mean.unsqueeze(-1)], dim=-1))
         product = whitened_prior.mT @ whitened  # K B^-1 [S mu] = (L_B^-1 K)^T (L_B^-1 [S mu])
@@ -200,15 +200,14 @@ def tempered_prior(
         if isinstance(beta, Tensor):
             raise ValueError("tempered_prior: a tensor beta needs by_previous (beta <= 1/2, known on the host)")
         by_previous = beta <= 0.5
+    if isinstance(beta, Tensor):  # lerp's tensor weight is of its matrices' dtype
+        beta = beta.to(prior_cov.dtype)
+    chol_mixture = cholesky(torch.lerp(prior_cov, previous_cov, beta))  # B = K + beta (Sigma - K): one pass
     side, weight = (previous_cov, beta) if by_previous else (prior_cov, 1 - beta)  # A, a
     whitened = solve_lower(chol_mixture, side)  # L_B^-1 A
     whitened_mean = solve_lower(chol_mixture, previous_mean.unsqueeze(-1))  # L_B^-1 mu
-    if isinstance(weight, Tensor):  # a GEMM's alpha is a host number: the scales as tensors, one pass more
-        cov = symmetric_product(whitened.mT).mul_(-weight / (1 - weight))  # -a A B^-1 A / (1 - a)
-        cov.addcmul_(side, 1 / (1 - weight))  # (A - a A B^-1 A) / (1 - a)
-    else:
-        cov = symmetric_product(whitened.mT, alpha=-weight / (1 - weight))  # -a A B^-1 A / (1 - a)
-        cov.add_(side, alpha=1 / (1 - weight))  # (A - a A B^-1 A) / (1 - a)
+    # G + (A - G) / (1 - a) = (A - a G) / (1 - a) with G = A B^-1 A: one pass, a tensor weight as a float one
+    cov = symmetric_product(whitened.mT).lerp_(side, 1 / (1 - weight))
     projected = (whitened.mT @ whitened_mean).squeeze(-1)  # A B^-1 mu
     mean = previous_mean - beta * projected if by_previous else (1 - beta) * projected
     return mean, cov
