@@ -24,10 +24,12 @@ def _half_log_det(chol: Tensor) -> Tensor:
 
 
 def _trace_and_mahalanobis(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:
-    """tr(S_p^-1 S_q) + (m_p - m_q)^T S_p^-1 (m_p - m_q), shape ``[...]``."""
-    whitened_scale = solve_lower(chol_p, chol_q)  # L_p^-1 L_q
-    whitened_mean = solve_lower(chol_p, (mean_q - mean_p).unsqueeze(-1))  # L_p^-1 (m_q - m_p)
-    return whitened_scale.square().sum((-2, -1)) + whitened_mean.square().sum((-2, -1))
+    """tr(S_p^-1 S_q) + (m_p - m_q)^T S_p^-1 (m_p - m_q) = |L_p^-1 [L_q, m_q - m_p]|_F^2, shape ``[...]``: one
+    triangular solve of both (a call less than two, forward and backward)."""
+    difference = (mean_q - mean_p).unsqueeze(-1)
+    batch = torch.broadcast_shapes(chol_q.shape[:-2], difference.shape[:-2])
+    stacked = torch.cat([chol_q.expand(*batch, -1, -1), difference.expand(*batch, -1, -1)], dim=-1)
+    return solve_lower(chol_p, stacked).square().sum((-2, -1))  # [L_p^-1 L_q, L_p^-1 (m_q - m_p)]
 
 
 def log_density(value: Tensor, mean: Tensor, chol: Tensor) -> Tensor:
@@ -146,8 +148,11 @@ def condition(
         The conditional mean ``[..., a]`` and covariance ``[..., a, a]`` (or variances ``[..., a]``).
     """
     chol_bb = cholesky(cov_bb)
-    projection = solve_lower(chol_bb, cov_ab.mT)  # L_bb^-1 S_ba, [..., b, a]
-    residual = solve_lower(chol_bb, (value_b - mean_b).unsqueeze(-1))  # L_bb^-1 (y - m_b)
+    residual = (value_b - mean_b).unsqueeze(-1)
+    batch = torch.broadcast_shapes(cov_ab.shape[:-2], residual.shape[:-2])
+    stacked = torch.cat([cov_ab.mT.expand(*batch, -1, -1), residual.expand(*batch, -1, -1)], dim=-1)
+    solved = solve_lower(chol_bb, stacked)  # one solve: L_bb^-1 [S_ba, y - m_b], [..., b, a + 1]
+    projection, residual = solved[..., :-1], solved[..., -1:]
     mean = mean_a + (projection.mT @ residual).squeeze(-1)
     if diag:
         return mean, cov_aa - projection.square().sum(-2)
