@@ -165,10 +165,11 @@ class GPNet(InferenceNetworkMethod):
             head_mean, head_factor = self.network(inputs[..., :trained_from, :])
             previous_mean = torch.cat([head_mean, mean.detach()], dim=-1)
             previous_cov = self.network.stacked_covariance(head_factor, factor.detach(), cov.detach())
-        prior_cov = self.prior_covariance(inputs)  # K_ZZ
+        with torch.no_grad():  # K_ZZ: the mirror step's prior, no gradient (the bound's K_BB below has its own)
+            prior_cov = self.prior_covariance(inputs)
         step_data = MirrorStep(
             y_batch,
-            prior_cov.detach(),
+            prior_cov,
             previous_mean,
             previous_cov,
             beta,
@@ -184,7 +185,7 @@ class GPNet(InferenceNetworkMethod):
                 previous_mean[..., :n],
                 previous_cov[..., :n, :n],
                 torch.zeros_like(previous_mean[..., :n]),
-                prior_cov[..., :n, :n],
+                self.prior_covariance(inputs[..., :n, :]),  # K_BB: its gradient not spread over all of K_ZZ
                 generators=generators,
             )
             loss = loss - bound
