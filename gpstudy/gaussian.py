@@ -15,7 +15,7 @@ from torch import Tensor
 
 from gpstudy.linalg import blocked
 from gpstudy.linalg.factor import add_diagonal, cholesky, inverse_from_scale_tril, solve_lower
-from gpstudy.linalg.products import HALVES_FROM, symmetric_product
+from gpstudy.linalg.products import HALVES_FROM, squared_norm, symmetric_product
 
 
 def _half_log_det(chol: Tensor) -> Tensor:
@@ -29,14 +29,14 @@ def _trace_and_mahalanobis(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_
     difference = (mean_q - mean_p).unsqueeze(-1)
     batch = torch.broadcast_shapes(chol_q.shape[:-2], difference.shape[:-2])
     stacked = torch.cat([chol_q.expand(*batch, -1, -1), difference.expand(*batch, -1, -1)], dim=-1)
-    return solve_lower(chol_p, stacked).square().sum((-2, -1))  # [L_p^-1 L_q, L_p^-1 (m_q - m_p)]
+    return squared_norm(solve_lower(chol_p, stacked), (-2, -1))  # [L_p^-1 L_q, L_p^-1 (m_q - m_p)]
 
 
 def log_density(value: Tensor, mean: Tensor, chol: Tensor) -> Tensor:
     """log N(value | mean, L L^T), shape ``[...]``."""
     whitened = solve_lower(chol, (value - mean).unsqueeze(-1))
     size = value.shape[-1]
-    return -0.5 * (size * math.log(2 * math.pi) + whitened.square().sum((-2, -1))) - _half_log_det(chol)
+    return -0.5 * (size * math.log(2 * math.pi) + squared_norm(whitened, (-2, -1))) - _half_log_det(chol)
 
 
 def entropy(chol: Tensor) -> Tensor:
@@ -55,7 +55,7 @@ def cross_entropy(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor
 def kl_to_standard_normal(mean: Tensor, chol: Tensor) -> Tensor:
     """KL[N(mean, L L^T) || N(0, I)] = 0.5 (|L|_F^2 + |mean|^2 - n) - sum log diag L, shape ``[...]``."""
     size = mean.shape[-1]
-    return 0.5 * (chol.square().sum((-2, -1)) + mean.square().sum(-1) - size) - _half_log_det(chol)
+    return 0.5 * (squared_norm(chol, (-2, -1)) + squared_norm(mean, -1) - size) - _half_log_det(chol)
 
 
 def kl_divergence(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:
@@ -155,7 +155,7 @@ def condition(
     projection, residual = solved[..., :-1], solved[..., -1:]
     mean = mean_a + (projection.mT @ residual).squeeze(-1)
     if diag:
-        return mean, cov_aa - projection.square().sum(-2)
+        return mean, cov_aa - squared_norm(projection, -2)
     return mean, cov_aa - projection.mT @ projection
 
 

@@ -2,6 +2,7 @@
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 HALVES_FROM = 128  # rows of F from which F F^T is computed by row halves; below it one product launches less
 
@@ -86,3 +87,30 @@ def gram(factor: Tensor) -> Tensor:
     """``factor @ factor.mT`` ``[..., n, n]`` for a ``[..., n, r]`` factor, exactly symmetric, with a
     cheaper forward and backward than autograd's."""
     return _Gram.apply(factor)
+
+
+class _SquaredNorm(torch.autograd.Function):
+    """sum x^2 over ``dims``: forward one reduction reading x (``torch.linalg.vector_norm``, squared: no square of
+    x written), backward one pass, x * 2 dS (autograd's ``square().sum()``: the square written and read forward,
+    three passes backward)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, dims: tuple[int, ...]) -> Tensor:
+        ctx.dims = sorted(d % x.ndim for d in dims)
+        ctx.save_for_backward(x)
+        return torch.linalg.vector_norm(x, dim=dims).square()
+
+    @staticmethod
+    @once_differentiable  # a second derivative raises instead of being wrong
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+        (x,) = ctx.saved_tensors
+        scale = 2 * grad
+        for d in ctx.dims:
+            scale = scale.unsqueeze(d)
+        return x * scale, None
+
+
+def squared_norm(x: Tensor, dim: int | tuple[int, ...]) -> Tensor:
+    """``x.square().sum(dim)`` (its value to a rounding or two: the norm is squared), with one read of x forward
+    and one pass backward instead of autograd's four passes forward and three backward."""
+    return _SquaredNorm.apply(x, (dim,) if isinstance(dim, int) else tuple(dim))

@@ -20,6 +20,7 @@ from gpstudy.linalg import (
     scale_tril,
     solve_lower,
 )
+from gpstudy.linalg.products import squared_norm
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.inducing import kmeans_centres
 from gpstudy.methods.problem import Problem
@@ -178,7 +179,7 @@ class ODVGP(Method):
         back = torch.linalg.solve_triangular(chol_beta.mT, projection, upper=True)  # B
         mean = _matvec(self.kernel(x, self.gamma), self.a_gamma) + _matvec(k_beta_x.mT, coefficients)
         variance = (
-            self.kernel(x, diag=True) - projection.square().sum(-2) + (self.scale_tril.mT @ back).square().sum(-2)
+            self.kernel(x, diag=True) - squared_norm(projection, -2) + squared_norm(self.scale_tril.mT @ back, -2)
         )
         return mean, variance
 
@@ -192,7 +193,7 @@ class ODVGP(Method):
         mean_beta = _matvec(chol_beta, _matvec(chol_beta.mT, self.a_beta))  # K_beta a_beta
         kl_beta = kl_divergence(mean_beta, self.scale_tril, torch.zeros_like(mean_beta), chol_beta)
         norm_gamma = (self.a_gamma * _matvec(add_jitter(self.kernel(self.gamma)), self.a_gamma)).sum(-1)
-        return kl_beta + 0.5 * (norm_gamma - whitened.square().sum(-1))
+        return kl_beta + 0.5 * (norm_gamma - squared_norm(whitened, -1))
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
         chol_beta, coefficients, whitened = self._basis()

@@ -18,6 +18,7 @@ from gpstudy.linalg import (
     raw_scale_tril,
     scale_tril,
 )
+from gpstudy.linalg.products import squared_norm
 from gpstudy.methods.base import Method, MethodConfig
 from gpstudy.methods.inducing import INDUCING_INITS
 from gpstudy.methods.problem import Problem
@@ -169,7 +170,7 @@ class SVGP(Method):
         if self.latent_dim > 1:  # one class dimension in front of the points, shared by the classes
             projection, prior_variance = projection.unsqueeze(-3), prior_variance.unsqueeze(-2)
         mean = (projection.mT @ self.q_mean.unsqueeze(-1)).squeeze(-1)
-        variance = prior_variance - projection.square().sum(-2) + (self.q_scale_tril.mT @ projection).square().sum(-2)
+        variance = prior_variance - squared_norm(projection, -2) + squared_norm(self.q_scale_tril.mT @ projection, -2)
         return (mean.mT, variance.mT) if self.latent_dim > 1 else (mean, variance)
 
     def summed_moments(self, x: Tensor, prior_scale_tril: Tensor, cross_covariance: Tensor) -> tuple[Tensor, Tensor]:

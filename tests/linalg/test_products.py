@@ -5,6 +5,7 @@ import torch
 
 from gpstudy import linalg
 from gpstudy.linalg import HALVES_FROM, gram
+from gpstudy.linalg.products import squared_norm
 
 from matrices import DTYPE
 
@@ -52,3 +53,16 @@ def test_symmetric_product_by_halves_equals_its_concatenated_form_bit_for_bit(ge
     new = linalg.symmetric_product(factor, upper_triangular)
     assert new.shape == (*factor.shape[:-1], factor.shape[-2])
     assert torch.equal(new, old_symmetric_product(factor, upper_triangular))
+
+
+@pytest.mark.parametrize("dim", [-1, -2, (-2, -1)])
+def test_squared_norm_equals_the_sum_of_squares_values_and_gradients(generator, dim):
+    x = torch.randn(3, 7, 5, generator=generator, dtype=DTYPE, requires_grad=True)
+    upstream = torch.randn_like(x.square().sum(dim))
+    expected = x.square().sum(dim)
+    (expected_grad,) = torch.autograd.grad(expected, x, upstream)
+    got = squared_norm(x, dim)
+    (got_grad,) = torch.autograd.grad(got, x, upstream)
+    tolerance = 1e-13 if DTYPE == torch.float64 else 1e-5
+    torch.testing.assert_close(got, expected, rtol=tolerance, atol=0)
+    torch.testing.assert_close(got_grad, expected_grad, rtol=tolerance, atol=0)
