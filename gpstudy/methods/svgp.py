@@ -155,7 +155,9 @@ class SVGP(Method):
             return self.prior_scale_tril(), self.kernel(self.inducing_inputs, x)
         num_inducing = self.inducing_inputs.shape[-2]
         joint = self.kernel(self.inducing_inputs, torch.cat([self.inducing_inputs, x], dim=-2))  # [K_ZZ, K_Zx]
-        return jittered_scale_tril(joint[..., :num_inducing]), joint[..., num_inducing:]
+        # split, not sliced: the two gradients are joined by one concatenation, not two zero-filled copies and a sum
+        prior, cross = joint.split([num_inducing, x.shape[-2]], dim=-1)
+        return jittered_scale_tril(prior), cross
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """q(f(x)) = int p(f(x) | u) q(u) du (Hensman et al. 2013), marginal means and variances
