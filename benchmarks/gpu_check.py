@@ -114,7 +114,12 @@ def counted_row(method: str, M: int, splits: int) -> dict:
         "method": method,
         "M": M,
         "splits": splits,
-        "costs": {**vars(costs), "launches": costs.launches, "views": costs.views},
+        "costs": {  # as JSON: each kernel-launching call (kind, FLOPs or bytes) -> count as [kind, size, count]
+            **vars(costs),
+            "calls": [[kind, size, count] for (kind, size), count in costs.calls.items()],
+            "launches": costs.launches,
+            "views": costs.views,
+        },
         "estimates": {
             name: asdict(gpu_estimate.estimate(costs, rates)) for name, rates in gpu_estimate.RATE_SETS.items()
         },
