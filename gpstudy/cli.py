@@ -6,10 +6,12 @@ and ``gpstudy --version`` start without it.
 """
 
 import argparse
+import difflib
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import gpstudy
 from gpstudy import paths
@@ -22,6 +24,47 @@ if TYPE_CHECKING:
 OVERRIDES_SOURCE = "--config"  # where `gpstudy settings` says an override of its --config came from
 RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{splits}"  # default --out of `gpstudy train` ({splits}: 0-1-2)
 PRETRAINED = "pretrained.json"  # in a split's run folder: the pretrained hyperparameters its training starts from
+REFUSED = 2  # the exit status of a refused command line, config or input (argparse's own)
+
+
+class Refusal(ValueError):
+    """Bad input the command refuses: printed as one line on stderr, exit status ``REFUSED``."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, but a bad argument is one line (``gpstudy train: --M: ...``), not the usage too."""
+
+    def error(self, message: str) -> NoReturn:
+        refuse(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def refuse(message: str) -> NoReturn:
+    """End the command: ``message`` as one line on stderr, exit status ``REFUSED``."""
+    print(" ".join(line.strip() for line in message.splitlines()), file=sys.stderr)
+    raise SystemExit(REFUSED)
+
+
+def count(minimum: int):
+    """An argparse type: an integer of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+        return value
+
+    return parse
+
+
+def known(kind: str, name: str, names: list[str]) -> None:
+    """Refuse ``name`` unless it is in ``names``, naming the closest ones."""
+    if name not in names:
+        close = difflib.get_close_matches(name, names)
+        hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        raise Refusal(f"unknown {kind} {name!r}; {hint}known: {', '.join(sorted(names))}")
 
 
 def ensure_split(config: dict, dataset: str, split: int) -> Path:
@@ -30,8 +73,7 @@ def ensure_split(config: dict, dataset: str, split: int) -> Path:
     from gpstudy.study import data_plan, dataset_of
 
     plan, spec = data_plan(config, dataset), dataset_of(config, dataset)
-    if split not in plan.splits:
-        raise ValueError(f"{dataset} has splits {list(plan.splits)} under this config, not {split}")
+    check_splits(config, dataset, [split])
     fields = {"dataset": dataset, "protocol": plan.protocol}
     manifest, table = Path(paths.RAW_MANIFEST.format(**fields)), Path(paths.TABLE.format(**fields))
     output = Path(paths.SPLIT.format(split=split, **fields))
@@ -42,6 +84,16 @@ def ensure_split(config: dict, dataset: str, split: int) -> Path:
     if not output.exists():
         prepare_split(spec, plan.protocol, split, table, manifest, output, seed=config["seed"], **plan.split_options())
     return output
+
+
+def check_splits(config: dict, dataset: str, splits: list[int]) -> None:
+    """Refuse a split index the config does not make for ``dataset``."""
+    from gpstudy.study import data_plan
+
+    made = data_plan(config, dataset).splits
+    for split in splits:
+        if split not in made:
+            raise Refusal(f"split {split}: {dataset} has splits 0 to {len(made) - 1} under this config")
 
 
 def recorded_hashes(dataset: "Dataset", root: Path = Path(".")) -> list[str]:
@@ -117,9 +169,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``gpstudy`` console command."""
-    parser = argparse.ArgumentParser(prog="gpstudy", description=__doc__.split("\n\n")[0])
+def command_line() -> argparse.ArgumentParser:
+    """The ``gpstudy`` command's parser, with a subparser per command."""
+    parser = Parser(prog="gpstudy", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"gpstudy {gpstudy.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
@@ -128,17 +180,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     prepare = commands.add_parser("prepare", help="fetch a data set and write its splits under data/")
     prepare.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
-    prepare.add_argument("--splits", type=int, nargs="*", help="split indices (default: all of the config's)")
+    prepare.add_argument("--splits", type=count(0), nargs="*", help="split indices (default: all of the config's)")
     add_config_arguments(prepare)
     prepare.add_argument("--mirror", help="local directory or file:// URL tried before the network")
     train = commands.add_parser("train", help="train one method on splits (one batch); write metrics.json")
     train.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     train.add_argument(
-        "--split", type=int, nargs="+", default=[0], help="split indices, trained as one batch (default: 0)"
+        "--split", type=count(0), nargs="+", default=[0], help="split indices, trained as one batch (default: 0)"
     )
     train.add_argument("--method", required=True, help="a registered method or a variant the config defines")
-    train.add_argument("--M", type=int, required=True, help="inducing or measurement points")
-    train.add_argument("--iterations", type=int, help="Adam steps (default: the config's)")
+    train.add_argument("--M", type=count(1), required=True, help="inducing or measurement points")
+    train.add_argument("--iterations", type=count(1), help="Adam steps (default: the config's)")
     train.add_argument("--device", help="auto | cpu | cuda | cuda:K (default: the config's)")
     add_config_arguments(train)
     train.add_argument("--mirror", help="local directory or file:// URL tried before the network")
@@ -148,13 +200,13 @@ def main(argv: list[str] | None = None) -> None:
         help=f"run folder (default {RUN_DIR}); with several splits, "
         "one folder per split in it: OUT/split{s}/metrics.json",
     )
-    train.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    train.add_argument("--threads", type=count(1), help="torch CPU threads (default: torch's)")
     shown = commands.add_parser(
         "settings", help="print every resolved setting of one run, each with the file and key path it came from"
     )
     shown.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     shown.add_argument("--method", required=True, help="a registered method or a variant the config defines")
-    shown.add_argument("--M", type=int, required=True, help="inducing or measurement points")
+    shown.add_argument("--M", type=count(1), required=True, help="inducing or measurement points")
     add_config_arguments(shown)
     compared = commands.add_parser(
         "compare",
@@ -186,34 +238,53 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="RESULTS regenerated part of REFERENCE: the reference's runs and claims it lacks are no difference",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``gpstudy`` console command. Bad input (an argument, a config, a data set) ends it
+    with one line on stderr and exit status ``REFUSED``; output cut short by its reader (``| head``) ends it
+    quietly."""
+    try:
+        run_command(command_line().parse_args(argv))
+    except BrokenPipeError:  # Python's documented way: stdout to devnull, so that the exit's flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
+
+
+def run_command(args: argparse.Namespace) -> None:
+    """Run the parsed command."""
     if args.command == "compare":
         compare_folders(args)
         return
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if args.command == "datasets":
-        from gpstudy.data import DATASETS
+    from gpstudy.data import DATASETS
 
+    if args.command == "datasets":
         for dataset in DATASETS.values():
             print(f"{dataset.name:10s} {dataset.task:15s} protocol={dataset.protocol} shape={dataset.shape}")
             for line in recorded_hashes(dataset):
                 print(line)
         return
-    from gpstudy.study import ConfigError, SettingsError
+    from gpstudy.data import DataError, FetchError
+    from gpstudy.study import ConfigError, SettingsError, method_names, user_datasets
 
-    try:  # a missing or bad file, a bad entry, key or setting: one line naming it, no traceback
+    given = {key: getattr(args, key, None) for key in ("mirror", "iterations", "device")}  # the schema checks them
+    try:  # a missing or bad file, a bad entry, key, setting, name or file: one line naming it, no traceback
         config, sources = snakemake_config(
-            args.configfile, args.config, {"mirror": args.mirror} if getattr(args, "mirror", None) else None
+            args.configfile, args.config, {key: value for key, value in given.items() if value is not None}
         )
+        known("data set", args.dataset, [*DATASETS, *user_datasets(config)])
+        if "method" in args:
+            known("method", args.method, method_names(config))
         if args.command == "settings":
             show_settings(config, sources, args)
         elif args.command == "prepare":
             prepare_splits(config, args)
         else:
             train_run(config, args)
-    except (ConfigError, SettingsError) as error:
-        message = " ".join(line.strip() for line in str(error).splitlines())
-        raise SystemExit(f"gpstudy {args.command}: {message}") from None
+    except (ConfigError, SettingsError, Refusal, DataError, FetchError) as error:
+        refuse(f"gpstudy {args.command}: {error}")
 
 
 def compare_folders(args: argparse.Namespace) -> None:
@@ -224,8 +295,7 @@ def compare_folders(args: argparse.Namespace) -> None:
         given = {name: value for name, value in (("se", args.se), ("relative", args.relative)) if value is not None}
         comparison = compare(args.results, args.reference, Tolerance(**given), partial=args.partial)
     except ValueError as error:
-        print(f"gpstudy compare: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        refuse(f"gpstudy compare: {error}")
     print(comparison.report())
     if not comparison.reproduced:
         raise SystemExit(1)
@@ -249,7 +319,9 @@ def prepare_splits(config: dict[str, Any], args: argparse.Namespace) -> None:
     """``gpstudy prepare``: the data stage of one data set; prints each split's path."""
     from gpstudy.study import data_plan
 
-    for split in args.splits if args.splits is not None else data_plan(config, args.dataset).splits:
+    splits = args.splits if args.splits is not None else data_plan(config, args.dataset).splits
+    check_splits(config, args.dataset, splits)
+    for split in splits:
         print(ensure_split(config, args.dataset, split))
 
 
@@ -269,13 +341,14 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = run_settings(
-        config, args.dataset, method=args.method, M=args.M, iterations=args.iterations, device=args.device
-    )
+        config, args.dataset, method=args.method, M=args.M
+    )  # --iterations and --device are the config's (``run_command``), checked by its schema
     check_settings(settings, dataset_of(config, args.dataset))
     splits = sorted(set(args.split))
     labels = {"dataset": args.dataset, "method": args.method, "M": args.M}
     out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
     out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
+    check_splits(config, args.dataset, splits)
     split_files = {s: ensure_split(config, args.dataset, s) for s in splits}
     with progress.bars(progress.watched()):  # a bar on a terminal, none when the output goes to a file
         pretrained = (

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import gpstudy
-from gpstudy.cli import main
+from gpstudy.cli import REFUSED, command_line, main
 from gpstudy.study import DEFAULT_CONFIG
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,14 +122,14 @@ COMMANDS = {"settings": ["--method", "svgp", "--M", "5"], "prepare": [], "train"
         (["--config", "iterations=many"], r"invalid configuration: config key \$\.iterations: 'many' is not of type"),
     ],
 )
-def test_a_missing_or_bad_config_is_one_line_naming_it(tmp_path, monkeypatch, command, words, message):
+def test_a_missing_or_bad_config_is_one_line_naming_it(tmp_path, monkeypatch, capsys, command, words, message):
     """Issue 36: every command that reads the config ends a bad one with one line (no traceback) naming it."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "list.yaml").write_text("- iterations: 5\n")
     (tmp_path / "broken.yaml").write_text("datasets: [boston\n")
-    with pytest.raises(SystemExit) as exit:
-        main([command, "--dataset", "boston", *COMMANDS[command], *words])
-    assert re.fullmatch(f"gpstudy {command}: {message}.*", exit.value.code) and "\n" not in exit.value.code
+    assert re.fullmatch(
+        f"gpstudy {command}: {message}.*", refused(capsys, [command, "--dataset", "boston", *COMMANDS[command], *words])
+    )
 
 
 def test_the_commands_take_their_defaults_from_the_package_in_any_directory(tmp_path, monkeypatch, capsys):
@@ -165,3 +165,92 @@ def test_help_and_version_do_not_import_torch(words):
         check=True,
     )
     assert run.stdout.splitlines()[-1] == "imported: []", run.stdout
+
+
+def refused(capsys: pytest.CaptureFixture, words: list[str]) -> str:
+    """The one line on stderr with which ``gpstudy *words`` refuses its input, exit status REFUSED (2)."""
+    with pytest.raises(SystemExit) as exit:
+        main(words)
+    captured = capsys.readouterr()
+    assert exit.value.code == REFUSED, captured
+    assert len(captured.err.splitlines()) == 1 and "Traceback" not in captured.err + captured.out, captured
+    return captured.err.strip()
+
+
+RUN = ["--dataset", "boston", "--method", "svgp", "--M", "5"]  # a good run's arguments
+BAD = {  # command -> (its words with one bad value, what its line must name), every argument of every command
+    "": [(["frob"], "invalid choice: 'frob'"), (["--verbose", "datasets"], "unrecognized arguments: --verbose")],
+    "datasets": [(["datasets", "boston"], "unrecognized arguments: boston")],
+    "prepare": [
+        (["prepare"], "the following arguments are required: --dataset"),
+        (["prepare", "--dataset", "bostn"], "unknown data set 'bostn'; did you mean 'boston'?"),
+        (["prepare", "--dataset", "boston", "--splits", "99"], "split 99: boston has splits 0 to 19"),
+        (["prepare", "--dataset", "boston", "--splits", "0", "99"], "split 99"),  # none prepared before it
+        (["prepare", "--dataset", "boston", "--splits", "-1"], "--splits: -1 is less than 0"),
+        (["prepare", "--dataset", "boston", "--splits", "one"], "--splits: 'one' is not an integer"),
+        (["prepare", "--dataset", "boston", "--configfile", "nowhere.yaml"], "config file nowhere.yaml: no such"),
+        (["prepare", "--dataset", "boston", "--config", "splits=0"], "$.splits: 0 is less than the minimum"),
+        (["prepare", "--dataset", "boston", "--mirror", "/nowhere"], "mirror '/nowhere'"),
+    ],
+    "train": [
+        (["train", "--dataset", "boston", "--method", "svgp"], "required: --M"),
+        (["train", *RUN[2:], "--dataset", "bostn"], "unknown data set 'bostn'; did you mean 'boston'?"),
+        (["train", *RUN, "--method", "svpg"], "unknown method 'svpg'; did you mean 'svgp'"),
+        (["train", *RUN, "--M", "0"], "--M: 0 is less than 1"),
+        (["train", *RUN, "--M", "5.5"], "--M: '5.5' is not an integer"),
+        (["train", *RUN, "--split", "99"], "split 99: boston has splits 0 to 19"),
+        (["train", *RUN, "--split", "-1"], "--split: -1 is less than 0"),
+        (["train", *RUN, "--iterations", "0"], "--iterations: 0 is less than 1"),
+        (["train", *RUN, "--device", "cuda:x"], "$.device: 'cuda:x' does not match"),
+        (["train", *RUN, "--threads", "0"], "--threads: 0 is less than 1"),
+        (["train", *RUN, "--configfile", "nowhere.yaml"], "config file nowhere.yaml: no such"),
+        (["train", *RUN, "--config", "training.lr=nan"], "training.lr"),
+        (["train", *RUN, "--mirror", "/nowhere"], "mirror '/nowhere'"),
+        (["train", *RUN, "--out"], "--out: expected one argument"),
+    ],
+    "settings": [
+        (["settings", "--dataset", "bostn", *RUN[2:]], "unknown data set 'bostn'; did you mean 'boston'?"),
+        (["settings", *RUN, "--method", "gpnte"], "unknown method 'gpnte'; did you mean 'gpnet'"),
+        (["settings", *RUN, "--M", "-1"], "--M: -1 is less than 1"),
+        (["settings", *RUN, "--configfile", "nowhere.yaml"], "config file nowhere.yaml: no such"),
+        (["settings", *RUN, "--config", "seed=-1"], "$.seed: -1 is less than the minimum"),
+    ],
+    "compare": [
+        (["compare", "nowhere", "."], "nowhere: no such folder"),
+        (["compare", ".", "nowhere"], ".: no runs.csv in it"),
+        (["compare", ".", ".", "--se", "-1"], "se=-1.0"),
+        (["compare", ".", ".", "--relative", "much"], "--relative: invalid float value: 'much'"),
+        (["compare", ".", ".", "--partial", "yes"], "unrecognized arguments: yes"),
+    ],
+}
+
+
+def test_every_command_is_driven_with_bad_input():
+    assert set(BAD) - {""} == set(command_line()._subparsers._group_actions[0].choices)
+
+
+CASES = [case for cases in BAD.values() for case in cases]
+
+
+@pytest.mark.parametrize("words, named", CASES, ids=[" ".join(words) for words, _ in CASES])
+def test_bad_input_is_one_line_naming_it_with_exit_status_2(tmp_path, monkeypatch, capsys, words, named):
+    """Issue 49: every command refuses a bad value of each of its arguments with one line on stderr naming it,
+    exit status 2, no traceback, before any file is written."""
+    monkeypatch.chdir(tmp_path)
+    assert named in refused(capsys, words)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("reader", ["head -1", "true"])  # true closes the pipe before the first line
+@pytest.mark.parametrize("command", ["datasets", "settings --dataset boston --method svgp --M 5"])
+def test_output_cut_short_by_its_reader_ends_quietly(command, reader):
+    """Issue 48: ``gpstudy datasets | head -1`` ends with no BrokenPipeError; ``python -m gpstudy`` runs it."""
+    run = subprocess.run(
+        f"{sys.executable} -m gpstudy {command} | {reader}",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert len(run.stdout.splitlines()) == (reader == "head -1") and run.stderr == "", run.stderr

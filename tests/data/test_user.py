@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,7 +160,7 @@ def test_a_file_too_small_to_split_is_refused_before_training(tmp_path, monkeypa
         )
 
 
-def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(tmp_path, monkeypatch):
+def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(tmp_path, monkeypatch, capsys):
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(-1.5, 1.0, size=(60, 2)), rng.normal(1.5, 1.0, size=(60, 2))])
     labels = np.repeat(["no", "yes"], 60)
@@ -214,10 +215,8 @@ def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(t
     conjugate = yaml.safe_load(overlay.read_text())
     del conjugate["dataset_options"]["blobs"]["methods"]
     overlay.write_text(yaml.safe_dump(conjugate))
-    with pytest.raises(
-        SystemExit,
-        match="^gpstudy train: .*method 'gpnet' .*cannot train with likelihood 'bernoulli'; it supports gaussian",
-    ):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit:
         main(
             [
                 "train",
@@ -235,6 +234,10 @@ def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(t
                 str(tmp_path / "mirror"),
             ]
         )
+    assert exit.value.code == 2 and re.match(
+        "gpstudy train: .*method 'gpnet' .*cannot train with likelihood 'bernoulli'; it supports gaussian",
+        capsys.readouterr().err,
+    )
 
 
 def prepare_csv(tmp_path, monkeypatch, header: str, rows: np.ndarray, **changes) -> None:

@@ -164,5 +164,5 @@ def test_a_missing_config_file_or_a_bad_entry_is_one_line_naming_it(tmp_path, wo
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    assert run.returncode == 1 and run.stdout == ""
+    assert run.returncode == 2 and run.stdout == ""
     assert len(run.stderr.splitlines()) == 1 and named in run.stderr, run.stderr

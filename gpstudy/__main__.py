@@ -1,0 +1,5 @@
+"""``python -m gpstudy``: the ``gpstudy`` command."""
+
+from gpstudy.cli import main
+
+main()
