@@ -19,7 +19,14 @@ from gpstudy.paper import quoted_tables
 from gpstudy.study.datasets import USER_DATASET_KEYS, data_stage_params, dataset_of, user_datasets
 from gpstudy.study.jobs import experiment_metrics, study_jobs
 from gpstudy.study.schema import ConfigError, load_schema
-from gpstudy.study.settings import SettingsError, check_settings, method_names, run_settings, traced_run_settings
+from gpstudy.study.settings import (
+    SettingsError,
+    check_settings,
+    method_names,
+    run_settings,
+    traced_run_settings,
+    variant_labels,
+)
 
 SEED_MAX = load_schema()["properties"]["seed"]["maximum"]  # the largest seed + s of a split s: 2**32 - 1
 MAX_VALUES = 100_000  # the values a config may hold, its YAML aliases expanded (config.yaml's: 360)
@@ -42,6 +49,12 @@ def validate_config(config: dict[str, Any]) -> None:
     problems = problems or [f"  config key {path}: {problem}" for path, problem in _bad_names(config)]
     if problems:
         raise ConfigError("invalid configuration:\n" + "\n".join(problems))
+    for name, label in variant_labels(config).items():
+        if (problem := mathtext_problem(label)) is not None:
+            raise ConfigError(
+                f"invalid configuration:\n  config key $.variants.{name}.label: {label!r} is not mathtext "
+                f"matplotlib can draw in the figures ({problem}); escape a literal dollar as \\$"
+            )
     known = set(DATASETS) | set(user_datasets(config))
     named = [("datasets", config["datasets"]), ("dataset_options", config.get("dataset_options", {}))]
     named += [(f"experiments.{name}.datasets", spec["datasets"]) for name, spec in config["experiments"].items()]
@@ -220,6 +233,21 @@ def _bad_names(config: dict[str, Any]) -> list[tuple[str, str]]:
         for rule, kind, path, name in named
         if not rule.allows(name)
     ]
+
+
+def mathtext_problem(label: str) -> str | None:
+    """Why matplotlib cannot draw ``label`` (the last line of its mathtext parser's error), or None: a label with
+    an even number of unescaped ``$`` is mathtext (``matplotlib.cbook.is_math_text``), drawn by that parser."""
+    from matplotlib.cbook import is_math_text
+    from matplotlib.mathtext import MathTextParser
+
+    if not is_math_text(label):
+        return None
+    try:
+        MathTextParser("path").parse(label)
+    except ValueError as error:
+        return str(error).strip().splitlines()[-1].split(":")[0]
+    return None
 
 
 def oversized(config: Any) -> str | None:

@@ -572,3 +572,35 @@ def test_the_cli_refuses_a_config_of_nested_aliases_in_seconds(tmp_path, text, k
     )
     assert run.returncode != 0 and "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert re.search(rf"config file \S+bomb\.yaml: key {key}: more than 100000 values", run.stderr), run.stderr
+
+
+@pytest.mark.parametrize("label, refused", [("SVGP $M^$", True), ("SVGP $\\frac{1}{$", True), ("SVGP $M^2$", False)])
+def test_a_variant_label_matplotlib_cannot_draw_is_refused_naming_it(tmp_path, monkeypatch, capsys, label, refused):
+    """Issue 49, defect 6: a label with broken mathtext passed validation and crashed the learning-curve plot
+    (the figure's legend is drawn by matplotlib's mathtext parser); ``gpstudy settings`` refuses it in one line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gpstudy.cli import main
+
+    figure = plt.figure()
+    figure.text(0.5, 0.5, label)
+    if refused:  # the plot's own failure, which the refusal stands for
+        with pytest.raises(ValueError):
+            figure.savefig(tmp_path / "label.png")
+    else:
+        figure.savefig(tmp_path / "label.png")
+    plt.close(figure)
+    monkeypatch.chdir(tmp_path)
+    Path("labels.yaml").write_text(yaml.safe_dump({"variants": {"svgp_m": {"method": "svgp", "label": label}}}))
+    words = ["settings", "--dataset", "boston", "--method", "svgp_m", "--M", "5", "--configfile", "labels.yaml"]
+    if not refused:
+        main(words)
+        return
+    with pytest.raises(SystemExit) as exit:
+        main(words)
+    line = capsys.readouterr().err
+    assert exit.value.code == 2 and len(line.splitlines()) == 1
+    assert f"config key $.variants.svgp_m.label: {label!r} is not mathtext" in line, line
