@@ -24,6 +24,7 @@ import torch
 
 from gpstudy import paths, training
 from gpstudy.data import DataError, Dataset, Split, Table, fetch_dataset, non_finite, read_table
+from gpstudy.data.dataset import numeric_frame
 from gpstudy.data.prepare import checked_raw_folder
 from gpstudy.data.split import moments
 from gpstudy.likelihoods import LIKELIHOODS
@@ -149,7 +150,7 @@ def load_dataset(name: str, mirror: str | None = None, configfiles: Sequence[str
 
 def _inputs(x: Any, name: str, columns: int | None = None) -> np.ndarray:
     """``x`` as float64 ``[n, D]`` (one input: ``[n]`` taken as ``[n, 1]``), ``columns`` of them when given."""
-    values = _array(x)
+    values = _array(x, name)
     values = values.reshape(-1, 1) if values.ndim == 1 else values
     if values.ndim != 2 or (columns is not None and values.shape[1] != columns):
         wanted = f"[n, {columns}]" if columns is not None else "[n, D] or [n]"
@@ -157,8 +158,11 @@ def _inputs(x: Any, name: str, columns: int | None = None) -> np.ndarray:
     return values
 
 
-def _array(values: Any) -> np.ndarray:
-    """Numbers from numpy, torch (any device) or lists as a float64 array."""
+def _array(values: Any, name: str) -> np.ndarray:
+    """Numbers from numpy, torch (any device), pandas or lists as a float64 array; a pandas column of no numbers
+    is refused as the pipeline refuses a table's (``gpstudy.data.dataset.numeric_frame``, naming ``name``)."""
+    if isinstance(values, pd.Series | pd.DataFrame):
+        values = numeric_frame(pd.DataFrame(values), f"fit's {name}")
     return np.asarray(values.detach().cpu() if isinstance(values, torch.Tensor) else values, dtype=np.float64)
 
 
@@ -169,7 +173,7 @@ def _training_split(x: Any, y: Any) -> Split:
         DataError: a missing or infinite value in x or y (naming its row).
     """
     x = _inputs(x, "x")
-    y = _array(y)
+    y = _array(y, "y")
     y = y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
     if y.shape != (len(x),):
         raise ValueError(f"y has shape {list(y.shape)}; expected [{len(x)}] (one target per row of x)")

@@ -3,6 +3,7 @@
 import logging
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -74,6 +75,11 @@ def test_torch_inputs_and_a_seed(data):
         ),
         ({"lr": None}, ValueError, "lr = None; give a value"),
         ({"lr": -1.0}, SettingsError, r"lr: -1.0 is less than or equal to the minimum of 0"),
+        # issue 49, defect 11: refused as the pipeline refuses them (inf trained a constant predictor)
+        ({"initial_lengthscale": np.inf}, SettingsError, "setting initial_lengthscale: a number must be finite"),
+        ({"lr": np.nan}, SettingsError, "setting lr: a number must be finite, not NaN or infinite"),
+        ({"lr": -np.inf}, SettingsError, "setting lr: a number must be finite"),
+        ({"kernel_options": {"nu": np.inf}}, SettingsError, r"setting kernel_options\.nu: a number must be finite"),
         (
             {"likelihood": "bernoulli"},
             ValueError,
@@ -84,6 +90,23 @@ def test_torch_inputs_and_a_seed(data):
 def test_a_bad_keyword_is_named(data, keywords, error, message):
     with pytest.raises(error, match=message):
         fit(*data, "svgp", M=5, **keywords)
+
+
+@pytest.mark.parametrize(
+    "x, y, message",
+    [
+        (
+            pd.DataFrame({"a": [0.0, 1, 2, 3], "colour": ["red", "blue", "red", "red"]}),
+            np.zeros(4),
+            "x.*'colour'.*'red'",
+        ),
+        (pd.DataFrame({"a": [0.0, 1, 2, 3]}), pd.Series(["1", "2", "x", "4"], name="price"), "y.*row 2.*'price'.*'x'"),
+    ],
+)
+def test_a_data_frame_column_of_no_numbers_is_named(x, y, message):
+    """Issue 49, defect 11: as the pipeline names a table's (numpy's 'could not convert string to float' named none)."""
+    with pytest.raises(DataError, match=f"fit's {message} is non-numeric"):
+        fit(x, y, "svgp", M=2, **QUICK)
 
 
 @pytest.mark.parametrize(

@@ -73,22 +73,32 @@ def checked_table(
         raise DataError(f"{source}: no feature column beside the target {excerpt(target)}; a table needs at least one")
     if frame.empty:
         raise DataError(f"{source}: no data rows, only the columns {excerpts(list(frame.columns))}")
-    numeric = frame[[*features, target]].apply(pd.to_numeric, errors="coerce")
+    numeric = numeric_frame(frame[[*features, target]], source)
+    return Table(
+        x=numeric[features].to_numpy(dtype=np.float64),
+        y=numeric[target].to_numpy(dtype=np.float64),
+        test_mask=test_mask,
+    )
+
+
+def numeric_frame(frame: pd.DataFrame, source: Path | str) -> pd.DataFrame:
+    """``frame``'s values as numbers.
+
+    Raises:
+        DataError: a missing, non-numeric or non-finite value, naming ``source``, its row and column.
+    """
+    numeric = frame.apply(pd.to_numeric, errors="coerce")
     bad = ~np.isfinite(numeric.to_numpy(dtype=float))
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        column, value = numeric.columns[col], frame[[*features, target]].iat[row, col]
+        column, value = numeric.columns[col], frame.iat[row, col]
         what = (
             "a missing value (an empty cell, NA or nan)"
             if pd.isna(value)
             else f"value {excerpt(value)} is non-numeric or non-finite"
         )
         raise DataError(f"{source}: data row {row} (0-based), column {excerpt(column)}: {what}")
-    return Table(
-        x=numeric[features].to_numpy(dtype=np.float64),
-        y=numeric[target].to_numpy(dtype=np.float64),
-        test_mask=test_mask,
-    )
+    return numeric
 
 
 def read_frame(reader, source: Path, **kwargs) -> pd.DataFrame:

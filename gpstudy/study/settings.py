@@ -2,7 +2,8 @@
 
 import functools
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import jsonschema
@@ -69,6 +70,8 @@ def check_settings(settings: RunSettings, dataset: Dataset) -> None:
     """Raise :class:`SettingsError` unless kernel, likelihood and method of ``settings`` fit each other and
     ``dataset``, and, with ``torch_compile``, the installed torch compiles the method (``compile_problem``)."""
     method = METHODS[settings.method]
+    if found := non_finite_paths(asdict(settings)):  # as validate_config refuses them in a config
+        raise SettingsError(f"setting {found[0].removeprefix('$.')}: a number must be finite, not NaN or infinite")
     if settings.M < 1:
         raise SettingsError(f"M = {settings.M}: a method needs at least one inducing or measurement point")
     _validate(
@@ -186,6 +189,17 @@ def exact_gp_settings(config: dict[str, Any], dataset: str | None, **overrides: 
     config.yaml), unless a data set's options set one, so a study moved to CUDA keeps these small jobs
     on the CPU (on a cluster: on its CPU partition, with no GPU). ``overrides`` as :func:`run_settings`'."""
     return run_settings({**config, "device": None}, dataset, method="exact", M=1, **overrides)
+
+
+def non_finite_paths(value: Any, path: str = "$") -> list[str]:
+    """The paths of every NaN or infinite number in a config or settings (JSON schema's bounds let NaN through)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path]
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in non_finite_paths(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in non_finite_paths(item, f"{path}[{index}]")]
+    return []
 
 
 def _validate(value: dict, schema: dict, what: str) -> None:

@@ -23,6 +23,7 @@ from gpstudy.study.settings import (
     SettingsError,
     check_settings,
     method_names,
+    non_finite_paths,
     run_settings,
     traced_run_settings,
     variant_labels,
@@ -45,7 +46,9 @@ def validate_config(config: dict[str, Any]) -> None:
         jsonschema.Draft202012Validator(load_schema()).iter_errors(config), key=lambda e: list(e.absolute_path)
     )
     problems = [f"  config key {e.json_path}: {e.message}" for e in errors]
-    problems += [f"  config key {path}: a number must be finite, not NaN or infinite" for path in _non_finite(config)]
+    problems += [
+        f"  config key {path}: a number must be finite, not NaN or infinite" for path in non_finite_paths(config)
+    ]
     problems = problems or [f"  config key {path}: {problem}" for path, problem in _bad_names(config)]
     if problems:
         raise ConfigError("invalid configuration:\n" + "\n".join(problems))
@@ -275,14 +278,3 @@ def oversized(config: Any) -> str | None:
             break
         key, value = f"{key}.{name}", inner
     return key
-
-
-def _non_finite(value: Any, path: str = "$") -> list[str]:
-    """The paths of every NaN or infinite number in a config (JSON schema's bounds let NaN through)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return [path]
-    if isinstance(value, dict):
-        return [found for key, item in value.items() for found in _non_finite(item, f"{path}.{key}")]
-    if isinstance(value, list):
-        return [found for index, item in enumerate(value) for found in _non_finite(item, f"{path}[{index}]")]
-    return []
