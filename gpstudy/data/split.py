@@ -24,6 +24,7 @@ from gpstudy.data.registry import PROTOCOLS, Dataset
 from gpstudy.data.uci import read_benchmark_table, read_index_split
 from gpstudy.io import REMAKE, UnreadableFileError, atomic_path
 
+SIZED_PROTOCOLS = ("random", "first_rows")  # the protocols whose sizes split the whole table (split_sizes)
 TRAIN_FRACTION = 0.9  # random and first_rows protocols: int(0.9 N) training rows unless train_size is set
 # The fewest rows a split may have. Training: x and y are standardized by the training std, whose relative
 # standard error is about 1 / sqrt(2 (n - 1)): 71% from 2 rows, 24% from 10. Test: 2 rows make a metric a
@@ -78,13 +79,13 @@ def split_rows(
     """Row indices (train, test) of split ``split`` under ``protocol``."""
     n = len(table.y)
     if protocol == "random":
-        n_train, n_test = _sizes(n, train_size, test_size, protocol)
+        n_train, n_test = split_sizes(n, train_size, test_size, protocol)
         order = np.random.RandomState(seed + split).permutation(n)
         return order[:n_train], order[n_train : n_train + n_test]
     if protocol == "first_rows":
         if split != 0:
             raise ValueError(f"the 'first_rows' protocol has only split 0, not {split}")
-        n_train, n_test = _sizes(n, train_size, test_size, protocol)
+        n_train, n_test = split_sizes(n, train_size, test_size, protocol)
         return np.arange(n_train), np.arange(n_train, n_train + n_test)
     if protocol == "index_files":
         return read_index_split(raw, split, n)
@@ -101,8 +102,9 @@ def split_rows(
     raise ValueError(f"unknown split protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
 
 
-def _sizes(n: int, train_size: int | None, test_size: int | None, protocol: str) -> tuple[int, int]:
-    """Training and test rows of a split of ``n`` rows: by default int(0.9 n) and the rest."""
+def split_sizes(n: int, train_size: int | None, test_size: int | None, protocol: str) -> tuple[int, int]:
+    """Training and test rows of a split of ``n`` rows under a protocol of ``SIZED_PROTOCOLS``: by default
+    int(0.9 n) and the rest (ValueError when they do not fit)."""
     n_train = int(TRAIN_FRACTION * n) if train_size is None else train_size
     n_test = n - n_train if test_size is None else test_size
     if n_train < 1 or n_test < 1 or n_train + n_test > n:

@@ -12,11 +12,12 @@ import jsonschema
 
 from gpstudy import paths
 from gpstudy.data.registry import CLASSES, DATASETS, READER_OPTIONS, get_dataset
+from gpstudy.data.split import SIZED_PROTOCOLS, split_sizes
 from gpstudy.data.user import file_spec
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import METHODS
 from gpstudy.paper import quoted_tables
-from gpstudy.study.datasets import USER_DATASET_KEYS, data_stage_params, dataset_of, user_datasets
+from gpstudy.study.datasets import USER_DATASET_KEYS, data_plan, data_stage_params, dataset_of, user_datasets
 from gpstudy.study.jobs import experiment_metrics, study_jobs
 from gpstudy.study.schema import ConfigError, load_schema
 from gpstudy.study.settings import (
@@ -100,6 +101,17 @@ def validate_config(config: dict[str, Any]) -> None:
             except ValueError as error:
                 raise ConfigError(
                     f"invalid configuration:\n  config key $.dataset_options.{name}.sha256: {error}"
+                ) from None
+    for name in sorted(used - set(user_datasets(config))):
+        dataset = dataset_of(config, name)
+        plan = data_plan(config, name)
+        if dataset.shape is not None and plan.protocol in SIZED_PROTOCOLS:  # N is the registry's
+            try:
+                split_sizes(dataset.shape[0], plan.train_size, plan.test_size, plan.protocol)
+            except ValueError as error:
+                raise ConfigError(
+                    f"invalid configuration:\n  config key $.dataset_options.{name}.train_size / test_size: "
+                    f"{error} ({name} has {dataset.shape[0]} rows)"
                 ) from None
     for name in config.get("variants", {}):
         if name in METHODS:

@@ -604,3 +604,20 @@ def test_a_variant_label_matplotlib_cannot_draw_is_refused_naming_it(tmp_path, m
     line = capsys.readouterr().err
     assert exit.value.code == 2 and len(line.splitlines()) == 1
     assert f"config key $.variants.svgp_m.label: {label!r} is not mathtext" in line, line
+
+
+@pytest.mark.parametrize(
+    "options, named",
+    [({"train_size": 600}, "600 train + -94 test"), ({"train_size": 400, "test_size": 200}, "400 train + 200 test")],
+)
+def test_sizes_larger_than_the_registered_data_set_are_refused(tmp_path, monkeypatch, capsys, options, named):
+    """Issue 49: a train_size past Boston's 506 rows passed planning and failed in the split job."""
+    from gpstudy.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    Path("sizes.yaml").write_text(yaml.safe_dump({"dataset_options": {"boston": options}}))
+    with pytest.raises(SystemExit) as exit:
+        main(["settings", "--dataset", "boston", "--method", "svgp", "--M", "5", "--configfile", "sizes.yaml"])
+    line = capsys.readouterr().err
+    assert exit.value.code == 2 and "config key $.dataset_options.boston.train_size / test_size: " in line
+    assert f"random split of 506 rows into {named} is impossible" in line, line
