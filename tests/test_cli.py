@@ -191,6 +191,8 @@ BAD = {  # command -> (its words with one bad value, what its line must name), e
         (["prepare", "--dataset", "boston", "--configfile", "nowhere.yaml"], "config file nowhere.yaml: no such"),
         (["prepare", "--dataset", "boston", "--config", "splits=0"], "$.splits: 0 is less than the minimum"),
         (["prepare", "--dataset", "boston", "--mirror", "/nowhere"], "mirror '/nowhere'"),
+        # issue 49: another host's file:// URL was read as this machine's /tmp
+        (["prepare", "--dataset", "boston", "--mirror", "file://otherhost/tmp"], "not files of host 'otherhost'"),
     ],
     "train": [
         (["train", "--dataset", "boston", "--method", "svgp"], "required: --M"),

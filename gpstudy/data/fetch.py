@@ -55,6 +55,23 @@ class FetchError(RuntimeError):
     """No source gave a file with the right checksum."""
 
 
+def mirror_path(mirror: str) -> Path:
+    """The directory a mirror setting (a directory or a ``file://`` URL of this machine) names, unchecked.
+
+    Raises:
+        FetchError: a URL of another kind, or a ``file://`` URL naming another host (it would be read here).
+    """
+    parsed = urlparse(mirror)
+    if parsed.scheme and parsed.scheme != "file":
+        raise FetchError(f"mirror {mirror!r}: give a local directory or a file:// URL")
+    if parsed.scheme and parsed.netloc not in ("", "localhost"):
+        raise FetchError(
+            f"mirror {mirror!r}: a file:// URL names this machine's files (file:///path or file://localhost/path), "
+            f"not files of host {parsed.netloc!r}; mount that host's folder and give its local path"
+        )
+    return Path(unquote(parsed.path)) if parsed.scheme else Path(mirror)
+
+
 def mirror_root(mirror: str | None) -> Path | None:
     """Turn a mirror setting (a directory or a ``file://`` URL) into the directory it names.
 
@@ -63,10 +80,7 @@ def mirror_root(mirror: str | None) -> Path | None:
     """
     if not mirror:
         return None
-    parsed = urlparse(mirror)
-    if parsed.scheme and parsed.scheme != "file":
-        raise FetchError(f"mirror {mirror!r}: give a local directory or a file:// URL")
-    root = Path(unquote(parsed.path)) if parsed.scheme else Path(mirror)
+    root = mirror_path(mirror)
     if not root.is_dir():
         raise FetchError(
             f"mirror {mirror!r}: {root} is not a directory"

@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 
 from gpstudy import paths
+from gpstudy.data.fetch import FetchError, mirror_path
 from gpstudy.data.registry import CLASSES, DATASETS, READER_OPTIONS, get_dataset
 from gpstudy.data.split import SIZED_PROTOCOLS, split_sizes
 from gpstudy.data.user import file_spec
@@ -59,6 +60,11 @@ def validate_config(config: dict[str, Any]) -> None:
                 f"invalid configuration:\n  config key $.variants.{name}.label: {label!r} is not mathtext "
                 f"matplotlib can draw in the figures ({problem}); escape a literal dollar as \\$"
             )
+    if config.get("mirror"):  # its form here; whether the folder exists, in the fetch job (on its machine)
+        try:
+            mirror_path(config["mirror"])
+        except FetchError as error:
+            raise ConfigError(f"invalid configuration:\n  config key $.mirror: {error}") from None
     known = set(DATASETS) | set(user_datasets(config))
     named = [("datasets", config["datasets"]), ("dataset_options", config.get("dataset_options", {}))]
     named += [(f"experiments.{name}.datasets", spec["datasets"]) for name, spec in config["experiments"].items()]

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from gpstudy.data.fetch import FetchError, FileSpec, Source, fetch_file
+from gpstudy.data.fetch import FetchError, FileSpec, Source, fetch_file, mirror_root
 
 CONTENT = b"1.0 2.0 3.0\n4.0 5.0 6.0\n"
 SHA = hashlib.sha256(CONTENT).hexdigest()
@@ -118,3 +118,12 @@ def test_without_a_trusted_hash_a_web_page_or_an_unpacked_file_falls_through(htt
     path.unlink()
     with pytest.raises(FetchError, match=r"moved\.html served a web page.*\n.*plain\.csv served no \.bz2 file"):
         fetch_file("toy", FileSpec("table.csv.bz2", None, unpinned.sources[:2]), tmp_path / "raw")
+
+
+@pytest.mark.parametrize("host", ["otherhost", "otherhost:22", "user@otherhost"])
+def test_a_file_url_of_another_host_is_refused(tmp_path, host):
+    """Issue 49: file://otherhost/tmp was read as this machine's /tmp, in the fetch job (the config's mirror is
+    refused at validation by the same check, tests/test_cli.py)."""
+    with pytest.raises(FetchError, match=f"not files of host '{host}'; mount that host's folder"):
+        mirror_root(f"file://{host}{tmp_path}")
+    assert mirror_root(f"file://localhost{tmp_path}") == mirror_root(f"file://{tmp_path}") == tmp_path
