@@ -102,6 +102,13 @@ def check_settings(settings: RunSettings, dataset: Dataset) -> None:
         settings.method, settings.options, settings.kernel, settings.kernel_options, settings.likelihood
     ):
         raise SettingsError("; ".join(problems))
+    phases = settings.options.get("variational_phase"), settings.options.get("loo_phase")
+    if phases[0] is not None and phases[1] and settings.iterations <= phases[0]:  # AutoGP's (Algorithm 1)
+        raise SettingsError(
+            f"iterations = {settings.iterations} ends within the first ELBO phase (variational_phase = {phases[0]}): "
+            f"the leave-one-out phase (loo_phase = {phases[1]}) never runs; give more iterations, a shorter "
+            "variational_phase, or loo_phase: 0"
+        )
     if settings.torch_compile and (problem := compile_problem(settings.method)):
         raise SettingsError(problem)
     if settings.pretrain and settings.likelihood != "gaussian":

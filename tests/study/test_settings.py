@@ -177,3 +177,24 @@ def test_a_study_compiling_gpnet_on_a_torch_too_old_is_refused_before_any_job(mo
         rf"torch_compile: true needs torch >= {COMPILE_NEEDS_TORCH} for method",
     ):
         validate_config(paper_cpu)
+
+
+@pytest.mark.parametrize("iterations, refused", [(1000, True), (400, True), (1001, False)])
+def test_autogp_loo_that_never_reaches_its_loo_phase_is_refused(tmp_path, monkeypatch, capsys, iterations, refused):
+    """Issue 49: autogp_loo with iterations at or below variational_phase (1000) never ran its leave-one-out
+    phase, without a word; ``gpstudy train`` refuses it in one line before any data is read."""
+    from gpstudy.cli import main
+    from gpstudy.study import DEFAULT_CONFIG, check_settings, dataset_of, load_config, run_settings
+
+    config = load_config(DEFAULT_CONFIG)
+    settings = run_settings(config, "mnist", method="autogp_loo", M=5, iterations=iterations)
+    if not refused:
+        check_settings(settings, dataset_of(config, "mnist"))
+        return
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        main(["train", "--dataset", "mnist", "--method", "autogp_loo", "--M", "5", "--iterations", str(iterations)])
+    line = capsys.readouterr().err
+    assert exit.value.code == 2 and list(tmp_path.iterdir()) == [], line
+    assert f"iterations = {iterations} ends within the first ELBO phase (variational_phase = 1000): " in line
+    assert "the leave-one-out phase (loo_phase = 1000) never runs" in line
