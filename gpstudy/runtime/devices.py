@@ -176,10 +176,16 @@ def resolve_device(
 ) -> torch.device:
     """The device ``name`` means. "auto" is cuda when torch is built with CUDA and ``environ`` lets the
     job see a GPU of ``gpus`` (default :func:`nvidia_smi_gpus`), else cpu (with a warning when nvidia-smi
-    fails or hangs); deciding starts no CUDA."""
+    fails or hangs, or when a CPU build of torch leaves GPUs unused); deciding starts no CUDA."""
     if name != "auto":
         return torch.device(name)
     if not torch.backends.cuda.is_built():
+        try:
+            listed = len(nvidia_smi_gpus() if gpus is None else gpus)
+        except RuntimeError:
+            listed = 0
+        if listed:
+            _warn_cpu_build(listed)
         return torch.device("cpu")
     try:
         found = visible_devices(nvidia_smi_gpus() if gpus is None else gpus, environ)
@@ -187,6 +193,18 @@ def resolve_device(
         log.warning("device auto: %s; training on the CPU", error)
         return torch.device("cpu")
     return torch.device("cuda" if found else "cpu")
+
+
+@functools.cache
+def _warn_cpu_build(listed: int) -> None:
+    """Warn, once a process, that nvidia-smi lists GPUs this torch, a CPU build, cannot use."""
+    log.warning(
+        "device auto: nvidia-smi lists %d GPU(s), but torch %s is a CPU build; training on the CPU. "
+        "Install torch's CUDA build (on x86_64 Linux PyPI's wheel is one: pip install --force-reinstall torch; "
+        "or a wheel of https://download.pytorch.org/whl/cu126)",
+        listed,
+        torch.__version__,
+    )
 
 
 def _shared_folder(path: Path) -> Path:

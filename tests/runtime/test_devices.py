@@ -6,6 +6,7 @@ No GPU is needed: the machine's GPUs are faked (``gpus=``) and each "run" has it
 import fcntl
 import logging
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -357,3 +358,28 @@ def test_resolve_device_falls_back_to_the_cpu_when_nvidia_smi_hangs(tmp_path, mo
     finally:
         devices._run_nvidia_smi.cache_clear()  # the next test's nvidia-smi is the machine's
     assert not torch.cuda.is_initialized()
+
+
+@pytest.mark.skipif(torch.backends.cuda.is_built(), reason="needs a CPU build of torch")
+def test_auto_on_a_cpu_build_of_torch_with_gpus_listed_warns_naming_the_cuda_build(tmp_path):
+    """Issue 49: device=auto where nvidia-smi lists GPUs but torch is a CPU build trained on the CPU saying
+    nothing; now one warning (once, however many runs are planned) naming the CUDA build to install."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{THREE_GPUS}EOF\n")
+    fake.chmod(0o755)
+    run = subprocess.run(
+        [sys.executable, "-m", "gpstudy", "settings", "--dataset", "boston", "--method", "svgp", "--M", "5"]
+        + ["--config", "device=auto"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert run.returncode == 0 and re.search(r"^device = cpu ", run.stdout, re.M), run.stderr
+    warnings = [line for line in run.stderr.splitlines() if "is a CPU build" in line]
+    assert len(warnings) == 1, run.stderr
+    assert (
+        f"nvidia-smi lists 3 GPU(s), but torch {torch.__version__} is a CPU build; training on the CPU" in warnings[0]
+    )
+    assert "Install torch's CUDA build" in warnings[0]
