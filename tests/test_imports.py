@@ -24,6 +24,7 @@ LAYERS = [  # the wings, lowest first: a wing imports only the wings of the laye
     {"training", "report"},
     {"diagnostics", "notebook"},
     {"cli"},
+    {"__main__"},  # python -m gpstudy: the cli's main
 ]
 
 
