@@ -41,7 +41,15 @@ def read_user_table(raw: Path, *, path: str, format: str, target: int | str, tas
     name) is y, every other column a feature. Classification labels, numbers or strings, become
     0..C-1 in sorted order."""
     source = raw / path
-    frame = read_frame(pd.read_csv, source, **READERS[format])
+    try:
+        frame = read_frame(pd.read_csv, source, **READERS[format])
+    except DataError as error:
+        if isinstance(error.__cause__, UnicodeDecodeError):  # e.g. a spreadsheet (.xlsx: a zip archive)
+            raise DataError(
+                f"{error}; the file is not text: format {format!r} reads text only, "
+                f"{' or '.join(map(repr, READERS))} (save a spreadsheet as csv)"
+            ) from error
+        raise
     if format == "csv":  # pandas renames a repeated header name (y, y.1): a copy of the target would be a feature
         header = list(read_frame(pd.read_csv, source, header=None, nrows=1).iloc[0])
         for index, name in enumerate(header):

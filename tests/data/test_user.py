@@ -442,3 +442,28 @@ def test_a_user_data_set_named_like_a_built_in_one_is_refused_before_any_job(tmp
         run.returncode != 0
         and "config key $.dataset_options.boston.source: 'boston' is a built-in data set" in run.stdout + run.stderr
     ), run.stdout + run.stderr
+
+
+def test_a_spreadsheet_given_as_csv_is_refused_with_the_formats_read(tmp_path, monkeypatch, capsys):
+    """Issue 49: an .xlsx (a zip archive) given as format csv ended in a codec error, with no hint that only
+    csv or whitespace-separated text is read."""
+    import zipfile
+
+    mirror = tmp_path / "mirror/mydata"
+    mirror.mkdir(parents=True)
+    with zipfile.ZipFile(mirror / "mydata.xlsx", "w") as book:
+        book.writestr("[Content_Types].xml", "<Types/>")
+        book.writestr("xl/worksheets/sheet1.xml", "<worksheet>" + "<row/>" * 100 + "</worksheet>")
+    sha256 = hashlib.sha256((mirror / "mydata.xlsx").read_bytes()).hexdigest()
+    overlay = tmp_path / "mine.yaml"
+    mine = options(sha256) | {"source": {"file": "mydata.xlsx", "sha256": sha256}}
+    overlay.write_text(yaml.safe_dump({"datasets": ["mydata"], "splits": 1, "dataset_options": {"mydata": mine}}))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        main(["prepare", "--configfile", str(overlay), "--dataset", "mydata", "--mirror", str(tmp_path / "mirror")])
+    line = capsys.readouterr().err
+    assert exit.value.code == 2 and len(line.splitlines()) == 1, line
+    assert "mydata.xlsx: cannot be read as a table: " in line
+    assert (
+        "the file is not text: format 'csv' reads text only, 'csv' or 'whitespace' (save a spreadsheet as csv)" in line
+    )
