@@ -60,3 +60,27 @@ def test_a_failed_job_prints_its_error_on_the_console(tmp_path):
     )
     assert run.returncode != 0
     assert f"observed {observed}" in run.stdout + run.stderr  # the log's own words, on the console
+
+
+def test_the_slurm_profiles_header_quotes_snakemakes_error_without_the_plugin(tmp_path):
+    """Issue 49: without snakemake-executor-plugin-slurm the profile ends in a 100-line argparse dump; its
+    header quotes the dump's last line as Snakemake prints it, with the install line and docs/clusters.md."""
+    pytest.importorskip("snakemake")
+    try:
+        import snakemake_executor_plugin_slurm  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("the SLURM plugin is installed: the error cannot occur here")
+    run = subprocess.run(
+        [SNAKEMAKE, "--workflow-profile", str(REPO / "profiles/slurm"), "-n"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    last = (run.stdout + run.stderr).strip().splitlines()[-1]
+    assert run.returncode == 2 and "invalid choice: 'slurm'" in last, last
+    header = [line.removeprefix("#").strip() for line in (REPO / "profiles/slurm/config.yaml").read_text().splitlines()]
+    index = header.index(last)
+    assert "pip install -e '.[slurm]'; see docs/clusters.md" in header[index + 1], header[index + 1]
