@@ -117,6 +117,37 @@ def blocked_solve_triangular(matrix: Tensor, rhs: Tensor, *, upper: bool, left: 
     return _SolveLeft.apply(matrix.mT, rhs.mT, not upper).mT
 
 
+def _invert_lower_into(matrix: Tensor, out: Tensor) -> None:
+    """Write the inverse of the lower-triangular ``matrix`` ``[B, n, n]`` into ``out`` ``[B, n, n]`` (a view may be
+    strided), by halves: inv([L11 0; L21 L22]) = [X11 0; -X22 L21 X11, X22] with X11 = L11^-1, X22 = L22^-1,
+    leaves of at most ``numerics.FACTOR_BLOCK`` rows the library's solve of the identity."""
+    size = matrix.shape[-1]
+    if size <= numerics.FACTOR_BLOCK:
+        eye = torch.eye(size, dtype=matrix.dtype, device=matrix.device)
+        out.copy_(torch.linalg.solve_triangular(matrix, eye, upper=False))
+        return
+    half = size // 2
+    _invert_lower_into(matrix[:, :half, :half], out[:, :half, :half])
+    _invert_lower_into(matrix[:, half:, half:], out[:, half:, half:])
+    out[:, :half, half:].zero_()
+    inner = torch.bmm(matrix[:, half:, :half], out[:, :half, :half])  # L21 X11
+    out[:, half:, :half].baddbmm_(out[:, half:, half:], inner, beta=0, alpha=-1)  # beta 0: its values are not read
+
+
+def lower_triangular_inverse(matrix: Tensor) -> Tensor:
+    """L^-1 ``[..., n, n]`` of a lower-triangular ``[..., n, n]`` L by halves (:func:`_invert_lower_into`): the
+    library solves the identity only at leaves of at most ``numerics.FACTOR_BLOCK`` rows, with as many right-hand
+    sides as rows: split once, n^3 / 4 of triangular-solve work at two leaves and n^3 / 2 of products, where a
+    blocked solve of the whole identity does n^3 / 2 of each. Only the lower triangle is read. A value: it refuses
+    an input that would want a gradient."""
+    if torch.is_grad_enabled() and matrix.requires_grad:
+        raise ValueError("blocked.lower_triangular_inverse computes a value without gradient; call it under no_grad")
+    size = matrix.shape[-1]
+    inverse = matrix.new_empty(matrix.shape)
+    _invert_lower_into(matrix.reshape(-1, size, size), inverse.view(-1, size, size))
+    return inverse
+
+
 def _factor_into(matrix: Tensor, out: Tensor) -> Tensor:
     """Write the lower Cholesky factor of ``matrix`` (its lower triangle) into ``out`` ``[..., n, n]`` by
     halves; return ``info`` ``[...]``: the first failed leaf's, its order counted in the whole matrix."""

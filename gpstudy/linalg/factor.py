@@ -216,8 +216,9 @@ def inverse_from_scale_tril(chol: Tensor) -> Tensor:
 
 def inverse_by_products(chol: Tensor) -> Tensor:
     """(L L^T)^-1 = L^-T L^-1 ``[..., n, n]``, symmetric as ``symmetric_product`` makes it, for a
-    lower-triangular ``[..., n, n]`` L: one triangular solve of the identity (n^3) and the Gram product of
-    the upper-triangular L^-T by halves (n^3, ``symmetric_product``), triangular-solve and matrix-product
-    work that a GPU runs at a higher rate than a batched potrs (docs/speed.md#inverses-and-solves-as-products)."""
-    eye = torch.eye(chol.shape[-1], dtype=chol.dtype, device=chol.device)
-    return symmetric_product(solve_lower(chol, eye).mT, upper_triangular=True)
+    lower-triangular ``[..., n, n]`` L: L^-1 by halves (``blocked.lower_triangular_inverse``: from
+    ``numerics.FACTOR_BLOCK`` rows half the triangular-solve work of a blocked solve of the identity, the same
+    products) and the Gram product of the upper-triangular L^-T by halves (n^3, ``symmetric_product``),
+    triangular-solve and matrix-product work that a GPU runs at a higher rate than a batched potrs
+    (docs/speed.md#inverses-and-solves-as-products). A value, no gradient."""
+    return symmetric_product(blocked.lower_triangular_inverse(chol).mT, upper_triangular=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpstudy import linalg
+from gpstudy import linalg, numerics
 from gpstudy.kernels import RBF
 from gpstudy.kernels.features import FourierFeatures
 from gpstudy.nets.block_tril import BlockTril, _LeftProduct
@@ -269,3 +269,13 @@ def test_a_squared_norm_reads_its_matrix_once_and_its_gradient_is_one_pass():
     upstream = torch.empty(3, 100, **META)
     both = costs_of(lambda: torch.autograd.grad(linalg.products.squared_norm(x, -2), x, upstream)).bytes
     assert 3 * matrix_bytes <= both < 3.1 * matrix_bytes
+
+
+def test_the_inverse_by_products_solves_the_identity_only_at_its_leaves():
+    """L^-1 by halves: n^3 / 4 of triangular solves at two leaves of n / 2 rows (a blocked solve of the whole
+    identity: n^3 / 2, each leaf with n right-hand sides), n^3 / 2 of products, and the Gram of L^-T n^3."""
+    size, batch = 2 * numerics.FACTOR_BLOCK, 3
+    costs = costs_of(lambda: linalg.inverse_by_products(torch.empty(batch, size, size, **META)))
+    assert costs.factorization_flops == {"trsm": batch * size**3 // 4}
+    assert costs.product_flops == batch * (size**3 // 2 + size**3)
+    assert costs.host["factorization"] == 2

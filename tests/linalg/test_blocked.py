@@ -195,3 +195,23 @@ def test_a_probe_trains_with_the_blocks_as_with_the_library_and_reads_the_host_o
         loss = run.train(range(3, 4))
     assert counter.unexpected() == [], counter.summary()
     assert relative_error(loss, expected) <= 1e-10
+
+
+@pytest.mark.parametrize("size", [LEAF, LEAF + 1, 2 * LEAF + 3])  # a leaf, one split, two levels (uneven halves)
+@pytest.mark.parametrize("condition", CONDITIONS)
+def test_the_triangular_inverse_by_halves_equals_the_library_s_solve_of_the_identity(size, condition):
+    factor = torch.linalg.cholesky(spd(condition, (2,), size))
+    inverse = blocked.lower_triangular_inverse(factor)
+    expected = torch.linalg.solve_triangular(factor, torch.eye(size, dtype=factor.dtype), upper=False)
+    assert relative_error(inverse, expected) <= 1e-10
+    assert torch.equal(inverse.triu(1), torch.zeros_like(inverse))  # exactly lower-triangular
+
+
+def test_the_triangular_inverse_reads_only_the_lower_triangle_and_refuses_a_gradient():
+    factor = torch.linalg.cholesky(spd(1e2, (2,), LEAF + 1))
+    assert torch.equal(
+        blocked.lower_triangular_inverse(factor + torch.ones_like(factor).triu(1)),
+        blocked.lower_triangular_inverse(factor),
+    )
+    with pytest.raises(ValueError, match="without gradient"):
+        blocked.lower_triangular_inverse(factor.requires_grad_())
