@@ -165,6 +165,24 @@ def _factor_into(matrix: Tensor, out: Tensor) -> Tensor:
     return torch.where(top_info > 0, top_info, torch.where(bottom_info > 0, bottom_info + half, bottom_info))
 
 
+def _lower_of_transposed_product(factor: Tensor, grad: Tensor) -> Tensor:
+    """tril(L^T G) ``[..., n, n]`` for a lower-triangular L and any G ``[..., n, n]``, by halves: its blocks
+    L11^T G11 + L21^T G21, L22^T G21 and L22^T G22 (the upper right block is zero), n^3 of products where the
+    full L^T G is 2 n^3. Only G's lower triangle enters (as in tril(L^T G) itself: k >= i >= j in L_ki G_kj)."""
+    size = factor.shape[-1]
+    half = size // 2
+    lower, upstream = factor.reshape(-1, size, size), grad.reshape(-1, size, size)
+    out = lower.new_empty(lower.shape)
+    top_left, bottom_left = lower[:, :half, :half].mT, lower[:, half:, :half].mT  # L11^T, L21^T
+    bottom_right = lower[:, half:, half:].mT  # L22^T
+    out[:, :half, :half].baddbmm_(top_left, upstream[:, :half, :half], beta=0)
+    out[:, :half, :half].baddbmm_(bottom_left, upstream[:, half:, :half])
+    out[:, half:, :half].baddbmm_(bottom_right, upstream[:, half:, :half], beta=0)
+    out[:, half:, half:].baddbmm_(bottom_right, upstream[:, half:, half:], beta=0)
+    out[:, :half, half:].zero_()
+    return out.view(factor.shape).tril()
+
+
 class _Cholesky(torch.autograd.Function):
     """(L, info) by :func:`_factor_into`, its backward ``torch.linalg.cholesky``'s formula (Murray 2016):
     dA = L^-T P L^-1 with P = Phi(L^T dL) made symmetric (blocked solves), a symmetric gradient."""
@@ -181,7 +199,7 @@ class _Cholesky(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: Tensor, grad_info: None) -> Tensor:
         (factor,) = ctx.saved_tensors
-        inner = (factor.mT @ grad).tril()
+        inner = _lower_of_transposed_product(factor, grad)  # tril(L^T dL), half a full product's work
         inner = 0.5 * (inner + inner.tril(-1).mT)  # P: the lower triangle of L^T dL, mirrored, its diagonal halved
         left = _solve_left(factor.mT, inner, upper=True)  # L^-T P
         return _solve_left(factor.mT, left.mT, upper=True).mT  # (L^-T P) L^-1
