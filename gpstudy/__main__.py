@@ -2,4 +2,5 @@
 
 from gpstudy.cli import main
 
-main()
+if __name__ == "__main__":  # imported, as tests/study/test_defaults.py imports every module, it runs nothing
+    main()
