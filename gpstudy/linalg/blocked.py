@@ -212,9 +212,10 @@ def blocked_cholesky_ex(matrix: Tensor) -> tuple[Tensor, Tensor]:
 
     Reads the lower triangle of the symmetric ``[..., n, n]`` matrix, as the library does. ``info`` ``[...]``
     is 0 where every leaf factored, else the order of the first leading minor a leaf found not
-    positive-definite, counted in the whole matrix (a NaN entry of the lower triangle reaches a later leaf's
-    diagonal: positive ``info``, as the library's), so that the deferred checks and retries of
-    ``linalg.cholesky`` read it as they read the library's. A failed matrix's factor is undefined (NaN or
+    positive-definite, counted in the whole matrix, so that the deferred checks and retries of
+    ``linalg.cholesky`` read it as they read the library's. A NaN entry of the lower triangle reaches a later
+    pivot; whether a leaf reports a NaN pivot is the library's affair (LAPACK does, cuSOLVER may not:
+    ``linalg.factor.cholesky`` checks the diagonal off a CPU). A failed matrix's factor is undefined (NaN or
     infinite entries, where the library's is partial); the others' are unaffected."""
     if matrix.shape[-1] <= numerics.FACTOR_BLOCK:
         return torch.linalg.cholesky_ex(matrix)

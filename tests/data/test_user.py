@@ -1,17 +1,19 @@
 """A user's own data set, by config alone: fetched from a mirror, checked, read, split and trained."""
 
+import contextlib
 import hashlib
 import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from gpstudy.cli import main
+from gpstudy.cli import REFUSED, main
 from gpstudy.data import DataError, FetchError, get_dataset, load_split, read_table
 from gpstudy.data.prepare import fetch_dataset
 
@@ -126,8 +128,8 @@ def test_a_classification_target_of_one_class_is_refused_naming_file_column_and_
         read_table(get_dataset("mine", spec | {"target": "label"}), "random", tmp_path)
 
 
-def test_a_file_too_small_to_split_is_refused_before_training(tmp_path, monkeypatch):
-    """A 3-row file trained on 2 rows and tested on 1."""
+def test_a_file_too_small_to_split_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    """A 3-row file trained on 2 rows and tested on 1: refused in one line, exit status REFUSED."""
     mirror = tmp_path / "mirror"
     overlay = tmp_path / "tiny.yaml"
     overlay.write_text(
@@ -136,9 +138,9 @@ def test_a_file_too_small_to_split_is_refused_before_training(tmp_path, monkeypa
         )
     )
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(
-        DataError,
-        match="dataset 'mydata', protocol 'random', split 0: 2 training and 1 test rows of "
+    with refused(
+        capsys,
+        "dataset 'mydata', protocol 'random', split 0: 2 training and 1 test rows of "
         "the table's 3; a split needs at least 10 training and 2 test rows",
     ):
         main(
@@ -240,6 +242,15 @@ def test_a_binary_classification_data_set_trains_with_the_bernoulli_likelihood(t
     )
 
 
+@contextlib.contextmanager
+def refused(capsys: pytest.CaptureFixture, pattern: str) -> Iterator[None]:
+    """The command inside refuses its input: one line on stderr matching ``pattern``, exit status REFUSED."""
+    with pytest.raises(SystemExit) as exit:
+        yield
+    err = capsys.readouterr().err
+    assert exit.value.code == REFUSED and len(err.splitlines()) == 1 and re.search(pattern, err), err
+
+
 def prepare_csv(tmp_path, monkeypatch, header: str, rows: np.ndarray, **changes) -> None:
     """``gpstudy prepare`` of ``rows`` written as ``mydata.csv`` (exact float reprs) with ``header``, as a user
     data set of ``options(..., **changes)``; every split of the config goes to data/splits/mydata/random."""
@@ -271,13 +282,13 @@ def test_a_feature_near_1e154_is_standardized_like_the_same_feature_rescaled(tmp
     np.testing.assert_allclose(huge.x_std, plain.x_std * [1e154, 1], rtol=1e-12)
 
 
-def test_a_feature_past_float64_once_standardized_is_refused_naming_the_file_and_column(tmp_path, monkeypatch):
+def test_a_feature_past_float64_once_standardized_is_refused_naming_the_file_and_column(tmp_path, monkeypatch, capsys):
     rng = np.random.default_rng(0)
     rows = rng.uniform(-2, 2, size=(80, 3))
     rows[:, 1] = np.where(np.arange(80) % 8 == 0, -1.7e308, 1.7e308)
-    with pytest.raises(
-        DataError,
-        match=r"data/raw/mydata/mydata.csv: dataset 'mydata', protocol 'random', split 0, "
+    with refused(
+        capsys,
+        r"data/raw/mydata/mydata.csv: dataset 'mydata', protocol 'random', split 0, "
         r"standardized by its training rows: .* feature column 1",
     ):
         prepare_csv(tmp_path, monkeypatch, "a,b,y", rows)
