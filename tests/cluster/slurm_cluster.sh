@@ -24,33 +24,11 @@
 set -euo pipefail
 
 DIR=${GPSTUDY_SLURM_DIR:-${TMPDIR:-/tmp}/gpstudy-slurm}  # /tmp where TMPDIR is unset, as Python's tempfile
-ACCOUNT=gpstudy
-CLUSTER=gpstudy
 CTLD_PORT=16817 SLURMD_PORT=16818 DBD_PORT=16819 DB_PORT=13306
-DB_PASS=gpstudy-local  # the local MariaDB's slurm user; reachable from 127.0.0.1 only
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
+# shellcheck source=slurm_common.sh
+source "$(dirname "$0")/slurm_common.sh"  # CLUSTER, ACCOUNT, DB_PASS (the MariaDB on 127.0.0.1), PACKAGES
 LINKED=(slurm.conf gres.conf)  # linked from /etc/slurm
 export SLURM_CONF=$DIR/etc/slurm.conf
-
-log() { echo "slurm_cluster: $*" >&2; }
-
-wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds
-    local seconds=$1 what=$2; shift 2
-    for _ in $(seq "$seconds"); do
-        if "$@" > /dev/null 2>&1; then return 0; fi
-        sleep 1
-    done
-    log "gave up waiting for $what (logs in $DIR/log)"; return 1
-}
-
-install_packages() {
-    local missing=()
-    for p in "${PACKAGES[@]}"; do dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p"); done
-    if ((${#missing[@]})); then
-        log "installing ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" > "$DIR/log/apt.log"
-    fi
-}
 
 pid_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2> /dev/null; }
 pidfile() { if [[ $1 == mariadbd ]]; then echo "$DIR/mysql/mariadbd.pid"; else echo "$DIR/run/$1.pid"; fi; }

@@ -34,21 +34,9 @@ DIR=${GPSTUDY_SLURM_NODES_DIR:-${TMPDIR:-/tmp}/gpstudy-slurm-nodes}
 REPO=$(cd "$(dirname "$0")/../.." && pwd -P)
 SUBNET=${GPSTUDY_SLURM_SUBNET:-10.250.0}  # a /24 this machine does not use (checked by `up`)
 HEAD=gpstudy-head NODE_PREFIX=gpstudy-n
-CLUSTER=gpstudy ACCOUNT=gpstudy
-DB_PASS=gpstudy-local  # the head's MariaDB, on the head's loopback only
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
 MUNGE_SOCKET=$DIR/munge/munge.socket
-
-log() { echo "slurm_nodes: $*" >&2; }
-
-wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds
-    local seconds=$1 what=$2; shift 2
-    for _ in $(seq "$seconds"); do
-        if "$@" > /dev/null 2>&1; then return 0; fi
-        sleep 1
-    done
-    log "gave up waiting for $what (logs in $DIR/log)"; return 1
-}
+# shellcheck source=slurm_common.sh
+source "$(dirname "$0")/slurm_common.sh"  # CLUSTER, ACCOUNT, DB_PASS (the head's MariaDB, its loopback only), PACKAGES
 
 nodes() { cat "$DIR/nodes" 2> /dev/null || true; }  # the compute nodes' names, one a line
 address() {  # the host's address on the bridge: head .1, node i .(10 + i)
@@ -264,12 +252,7 @@ up() {
     mkdir -p "$DIR"/{etc,log,run,spool/ctld,munge,dev}
     chmod 755 "$DIR" "$DIR/munge"  # munge's socket folder: every host's slurmstepd and client reaches it
     trap 'log "up failed: tearing down"; down' ERR
-    local missing=()
-    for p in "${PACKAGES[@]}"; do dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p"); done
-    if ((${#missing[@]})); then
-        log "installing ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" > "$DIR/log/apt.log"
-    fi
+    install_packages
     for i in $(seq "$n"); do echo "$NODE_PREFIX$i"; done > "$DIR/nodes"
     write_configs "$n"
     add_namespace "$HEAD"

@@ -25,7 +25,9 @@ _spec = importlib.util.spec_from_file_location("check_slurm_profile", CHECK)
 check_slurm_profile = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_slurm_profile)
 HEAD, NODES, NODES_STATE = check_slurm_profile.HEAD, check_slurm_profile.NODES, check_slurm_profile.NODES_STATE
-PACKAGES = ("slurmctld", "slurmd", "slurmdbd", "slurm-client", "munge", "mariadb-server")  # as slurm_nodes.sh
+PACKAGES = subprocess.run(  # what the cluster runs on, as slurm_common.sh names them
+    ["bash", str(CHECK.with_name("slurm_common.sh")), "packages"], capture_output=True, text=True, check=True
+).stdout.split()
 DAEMONS = {"slurmctld", "slurmd", "slurmdbd", "slurmstepd", "munged", "mariadbd"}  # what its hosts run
 
 
