@@ -26,9 +26,10 @@ from gpstudy.methods.problem import Problem
 SUMMED_VARIANCES_MAX_M_PER_POINT = 0.4  # summed variances only while M < 0.4 n: see ``sums_variances``
 
 
-def sums_variances(num_inducing: int, batch_size: int, dtype: torch.dtype) -> bool:
+def sums_variances(num_inducing: int, batch_size: int, like: Tensor) -> bool:
     """Whether a Gaussian likelihood's loss takes the batch's summed variances (``SVGP.summed_moments``)
-    rather than each point's (``SVGP.marginals``), for M inducing inputs, a batch of n points and ``dtype``.
+    rather than each point's (``SVGP.marginals``), for M inducing inputs, a batch of n points and the dtype and
+    device of ``like``.
 
     The summed form saves about 6 M^2 n FLOPs of n-sized products but adds about 13 M^3 of M x M
     triangular solves and products (forward and backward, counted by ``torch.utils.flop_counter`` through
@@ -36,9 +37,16 @@ def sums_variances(num_inducing: int, batch_size: int, dtype: torch.dtype) -> bo
     500 / 1000 with n = 500, against the per-point form's 0.058 / 1.82 / 9.41), so it is the cheaper
     only below M of about 0.44 n: it runs below 0.4 n. And its solves of L_Z^-1 K_Zx K_xZ L_Z^-T against
     an ill-conditioned L_Z lose what float32 has (M = n = 500: the variances' sum 1.4-1.9% off, where the
-    per-point form is good to about 1e-6): only float64 takes it.
+    per-point form is good to about 1e-6): only float64 takes it. And only on a CPU (``blocked.library_device``):
+    on a GPU a triangular solve of M = 100 is a latency-bound call, and the summed form makes 9 such calls a step
+    (forward and backward) where the per-point form makes 5 (``benchmarks/gpu_estimate.py``, SVGP-100 at n = 500,
+    20 splits: 2.43 against 1.92 ms a step, central).
     """
-    return dtype == torch.float64 and num_inducing < SUMMED_VARIANCES_MAX_M_PER_POINT * batch_size
+    return (
+        blocked.library_device(like)
+        and like.dtype == torch.float64
+        and num_inducing < SUMMED_VARIANCES_MAX_M_PER_POINT * batch_size
+    )
 
 
 class KeptFactor(NamedTuple):
@@ -203,7 +211,7 @@ class SVGP(Method):
         ``sums_variances`` chooses it, the batch's mean variance at every point (their sum exact)."""
         prior = self.prior_at(x_batch)
         num_points = x_batch.shape[-2]
-        if self.likelihood.linear_in_variance and sums_variances(self.effective_M, num_points, prior[0].dtype):
+        if self.likelihood.linear_in_variance and sums_variances(self.effective_M, num_points, prior[0]):
             mean, variance_sum = self.summed_moments(x_batch, *prior)
             return mean, (variance_sum / num_points).unsqueeze(-1).expand_as(mean)
         return self.marginals(x_batch, *prior)

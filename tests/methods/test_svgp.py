@@ -11,7 +11,7 @@ import torch
 from gpstudy import numerics
 from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
-from gpstudy.linalg import add_jitter, cholesky, deferred_factor_checks, inverse_positive
+from gpstudy.linalg import add_jitter, blocked, cholesky, deferred_factor_checks, inverse_positive
 from gpstudy.methods import SVGP, ExactGP, Problem
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.inducing import kmeans_centres, training_points
@@ -134,7 +134,7 @@ def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_confi
     per_point = -(
         40 / 25 * method.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1) - method.kl_divergence()
     )
-    assert sums_variances(7, 25, DTYPE)
+    assert sums_variances(7, 25, torch.empty(0, dtype=DTYPE))
     loss = method.loss(x_batch, y_batch, 1, [torch.Generator(), torch.Generator()])
     torch.testing.assert_close(loss, per_point, rtol=1e-10, atol=0)
     parameters = [p for p in method.parameters() if p.requires_grad]
@@ -159,8 +159,34 @@ def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_confi
     ],
 )
 def test_the_variances_are_summed_only_below_m_of_0_4_b_in_float64(num_inducing, batch_size, dtype, summed):
-    """The study's sizes (UCI: M = 100, 500, 1000 at B = 500; Snelson: M = 5, 20 at B = 20) and the edge."""
-    assert sums_variances(num_inducing, batch_size, dtype) == summed
+    """The study's sizes (UCI: M = 100, 500, 1000 at B = 500; Snelson: M = 5, 20 at B = 20) and the edge, on a
+    CPU; off a CPU (``meta``, where ``benchmarks/gpu_estimate.py`` counts a GPU's calls) never."""
+    assert sums_variances(num_inducing, batch_size, torch.empty(0, dtype=dtype)) == summed
+    assert not sums_variances(num_inducing, batch_size, torch.empty(0, dtype=dtype, device="meta"))
+
+
+def test_off_a_cpu_the_loss_takes_each_points_variances(method_config, monkeypatch):
+    """SVGP-100 at B = 500 in float64, the summed form's case on a CPU: off it (``library_device`` false, as
+    on CUDA) the loss goes through ``marginals`` only, with the same value and gradients to 1e-10."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(600, 3, generator=generator, dtype=DTYPE)
+    y = torch.sin(x.sum(-1))
+    problem = Problem(x, y, RBF(3).to(DTYPE), GaussianLikelihood(0.2).to(DTYPE), torch.Generator().manual_seed(1))
+    method = SVGP(problem, method_config("svgp", 100, 600))
+    perturb_q(method)
+    calls = []
+    real = SVGP.summed_moments
+    monkeypatch.setattr(SVGP, "summed_moments", lambda self, *args: calls.append(1) or real(self, *args))
+    summed_loss = method.loss(x[:500], y[:500], 1, torch.Generator())
+    assert calls == [1]
+    parameters = [p for p in method.parameters() if p.requires_grad]
+    summed_grads = torch.autograd.grad(summed_loss.sum(), parameters)
+    monkeypatch.setattr(blocked, "library_device", lambda tensor: False)
+    loss = method.loss(x[:500], y[:500], 1, torch.Generator())
+    assert calls == [1]
+    torch.testing.assert_close(loss, summed_loss, rtol=1e-10, atol=0)
+    for got, expected in zip(torch.autograd.grad(loss.sum(), parameters), summed_grads):  # to 1e-9 of the largest
+        torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-9 * expected.abs().max().item())
 
 
 @pytest.mark.parametrize(
