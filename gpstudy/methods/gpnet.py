@@ -9,9 +9,8 @@ import torch
 from torch import Tensor
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import kl_divergence, tempered_prior, tempered_target
+from gpstudy.gaussian import kl_divergence_of_covariances, tempered_prior, tempered_target
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood
-from gpstudy.linalg import cholesky
 from gpstudy.methods.base import InferenceNetworkMethod, MethodConfig, function_space_elbo, gaussian_likelihood
 from gpstudy.methods.problem import Problem
 
@@ -45,7 +44,9 @@ class MirrorStep:
 
 
 def conjugate_loss(likelihood: GaussianLikelihood, mean: Tensor, cov: Tensor, step: MirrorStep) -> Tensor:
-    """KL[q_gamma(f_M) || q^_{t+1}(f_M)] (eq. 11) with the closed-form target of eq. 10.
+    """KL[q_gamma(f_M) || q^_{t+1}(f_M)] (eq. 11) with the closed-form target of eq. 10, from the two covariances
+    with a closed-form backward (``kl_divergence_of_covariances``: 2 factors and 2 triangular solves a step, where
+    autograd through the factors made 4 solves: each a latency-bound call on a GPU).
 
     Args:
         likelihood: the Gaussian likelihood (its noise enters the target, without gradient).
@@ -64,7 +65,7 @@ def conjugate_loss(likelihood: GaussianLikelihood, mean: Tensor, cov: Tensor, st
         step.n_train,
         step.by_previous,
     )  # q^_{t+1}(f_M), eq. 10
-    return kl_divergence(mean, cholesky(cov), target_mean, cholesky(target_cov))
+    return kl_divergence_of_covariances(mean, cov, target_mean, target_cov)
 
 
 def elbo_loss(likelihood: Likelihood, mean: Tensor, cov: Tensor, step: MirrorStep) -> Tensor:
@@ -159,10 +160,12 @@ class GPNet(InferenceNetworkMethod):
         objective, trains_batch = OBJECTIVES[self.config.objective]
         # q_gamma where the loss differentiates it; its values there are also q_t's (same parameters)
         trained_from = 0 if trains_batch else n
-        mean, factor = self.network(inputs[..., trained_from:, :])
+        # and, without gradient, at the points before them: q_t's head (one network pass builds both)
+        (mean, factor), (head_mean, head_factor) = self.network.forward_and_held(
+            inputs[..., trained_from:, :], inputs[..., :trained_from, :]
+        )
         cov = self.network.covariance(factor)
         with torch.no_grad():  # q_t(f_Z): the network before this step; no gradient into the target
-            head_mean, head_factor = self.network(inputs[..., :trained_from, :])
             previous_mean = torch.cat([head_mean, mean.detach()], dim=-1)
             previous_cov = self.network.stacked_covariance(head_factor, factor.detach(), cov.detach())
         with torch.no_grad():  # K_ZZ: the mirror step's prior, no gradient (the bound's K_BB below has its own)
