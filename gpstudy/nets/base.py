@@ -120,6 +120,13 @@ class InferenceNetwork(nn.Module):
         (C latents: ``[*batch, C, n]`` and ``[*batch, C, n, r]``)."""
         raise NotImplementedError
 
+    def forward_and_held(self, x: Tensor, held: Tensor) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+        """``forward`` at ``x``, and its values at ``held`` without gradient (GPNet's q_gamma at the points its loss
+        differentiates, and q_t's head there); a network may share what both calls build (``RFE``'s)."""
+        outputs = self(x)
+        with torch.no_grad():
+            return outputs, self(held)
+
     def in_feature_dtype(self, tensor: Tensor) -> Tensor:
         """``tensor`` in the dtype of the feature products (itself unless ``feature_dtype`` differs)."""
         return tensor if self.feature_dtype is None else tensor.to(self.feature_dtype)

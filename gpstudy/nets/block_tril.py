@@ -168,13 +168,21 @@ class BlockTril(nn.Module):
         Phi's dtype (L's blocks cast to it: mixed precision)."""
         return self._products(phi, None)
 
-    def vector_and_left_multiply(self, phi: Tensor, vector: Tensor) -> tuple[Tensor, Tensor]:
+    def vector_and_left_multiply(
+        self, phi: Tensor, vector: Tensor, blocks: list[Tensor] | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Phi v ``[*batch_shape, n]`` for v ``[*batch_shape, K]`` (in Phi's dtype) and Phi L, as one operator
-        whose backward writes Phi's gradient once (not two gradients and their sum)."""
-        return self._products(phi, vector)
+        whose backward writes Phi's gradient once (not two gradients and their sum); L from ``blocks`` where given
+        (``blocks()``, built once for several products), else built here."""
+        return self._products(phi, vector, blocks)
 
-    def _products(self, phi: Tensor, vector: Tensor | None):
-        blocks = [block.to(phi.dtype) for block in (*self.diagonal_blocks(), *self.below_blocks)]
+    def blocks(self, dtype: torch.dtype | None = None) -> list[Tensor]:
+        """L's blocks, the diagonal D_j then the R_j below them, in ``dtype`` (None: the parameters')."""
+        blocks = [*self.diagonal_blocks(), *self.below_blocks]
+        return blocks if dtype is None else [block.to(dtype) for block in blocks]
+
+    def _products(self, phi: Tensor, vector: Tensor | None, blocks: list[Tensor] | None = None):
+        blocks = self.blocks(phi.dtype) if blocks is None else blocks
         if blocks[0].ndim == 2:  # unbatched: one [n, K] product, as a batch of one (n may be 0)
             rows, blocks = phi.reshape(1, phi.shape[:-1].numel(), self.size), [block.unsqueeze(0) for block in blocks]
         else:  # [*batch_shape, n, K] as [B, n, K]

@@ -4,6 +4,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
@@ -97,17 +98,34 @@ class RFE(InferenceNetwork):
         """L, the lower Cholesky factor of the weights' covariance ``[*batch, F, F]`` (F features)."""
         return self.weight_scale.dense()
 
-    def features(self, x: Tensor) -> Tensor:
-        """phi(x) ``[*batch, n, F]`` for ``x`` ``[*batch, n, D]``, in ``feature_dtype``."""
-        projection_weights = self.in_feature_dtype(self.frequencies / self.lengthscale.unsqueeze(-1))  # W
+    def features(self, x: Tensor, projection_weights: Tensor | None = None) -> Tensor:
+        """phi(x) ``[*batch, n, F]`` for ``x`` ``[*batch, n, D]``, in ``feature_dtype`` (W given, or made here)."""
+        if projection_weights is None:
+            projection_weights = self.projection_weights()
         projection = self.in_feature_dtype(x) @ projection_weights  # x W, [*batch, n, H]
         return self.feature_map(projection, self.in_feature_dtype(self.variance))
+
+    def projection_weights(self) -> Tensor:
+        """W = omega / l ``[*batch, D, H]`` (eq. 31), in ``feature_dtype``."""
+        return self.in_feature_dtype(self.frequencies / self.lengthscale.unsqueeze(-1))
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The mean Phi m ``[*batch, n]`` and covariance factor Phi L ``[*batch, n, F]``, computed in
         ``feature_dtype`` and returned in the parameters' dtype."""
+        return self._outputs(x, self.projection_weights(), None)
+
+    def forward_and_held(self, x: Tensor, held: Tensor) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+        """``forward`` at ``x`` and, without gradient, at ``held``, from one W and one L's blocks (its diagonal
+        blocks' ``scale_tril`` passes made once, not twice)."""
+        weights = self.projection_weights()
+        blocks = self.weight_scale.blocks(self.feature_dtype)
+        outputs = self._outputs(x, weights, blocks)
+        with torch.no_grad():
+            return outputs, self._outputs(held, weights, blocks)
+
+    def _outputs(self, x: Tensor, projection_weights: Tensor, blocks: list[Tensor] | None) -> tuple[Tensor, Tensor]:
         mean, factor = self.weight_scale.vector_and_left_multiply(
-            self.features(x), self.in_feature_dtype(self.weight_mean)
+            self.features(x, projection_weights), self.in_feature_dtype(self.weight_mean), blocks
         )
         dtype = self.weight_mean.dtype
         return mean.to(dtype), factor.to(dtype)

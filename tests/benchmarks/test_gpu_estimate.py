@@ -289,3 +289,21 @@ def test_the_blocked_factor_s_backward_forms_only_the_lower_triangle_of_its_prod
     factor = linalg.blocked.blocked_cholesky_ex(matrix)[0]
     upstream = torch.empty(batch, size, size, **META)
     assert costs_of(lambda: torch.autograd.grad(factor, matrix, upstream)).product_flops == batch * 2 * size**3
+
+
+@pytest.mark.parametrize(
+    "method, M, dataset, potrf, trsm",
+    [
+        ("svgp", 100, "boston", 1, 4),  # per-point variances off a CPU: the summed form made 1 / 8
+        ("gpnet", 100, "boston", 5, 7),  # the conjugate KL's closed-form backward: autograd's made 5 / 9
+        ("gpnet", 500, "boston", 5, 7),  # 5 / 9
+    ],
+)
+def test_a_training_step_makes_few_latency_bound_factorization_calls(method, M, dataset, potrf, trsm):
+    """The potrf and trsm calls of one UCI step at the study's sizes (two splits: the count is the same for 20),
+    each a latency-bound call on a GPU (issue 47): the counts the estimate's rows are made of."""
+    costs, _ = ESTIMATE.counts(method, M, splits=2, dataset=dataset)
+    calls = Counter()
+    for (kind, _), count in costs.calls.items():
+        calls[kind] += count
+    assert (calls["potrf"], calls["trsm"]) == (potrf, trsm)
