@@ -4,13 +4,16 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from gpstudy.linalg import blocked
+
 HALVES_FROM = 128  # rows of F from which F F^T is computed by row halves; below it one product launches less
 
 
 def symmetric_product(factor: Tensor, upper_triangular: bool = False, alpha: float = 1.0) -> Tensor:
     """F F^T ``[..., n, n]`` for F ``[..., n, r]``, symmetric: from the blocks of two row halves, the
-    off-diagonal block once (3/4 of a full product; its diagonal blocks symmetric as BLAS makes them), or for
-    fewer than ``HALVES_FROM`` rows exactly, from one product's lower triangle.
+    off-diagonal block once (3/4 of a full product; its diagonal blocks symmetric as BLAS makes them, and off a
+    CPU made by halves again: ``_diagonal_block_into``), or for fewer than ``HALVES_FROM`` rows exactly, from one
+    product's lower triangle.
 
     With ``upper_triangular`` (a square upper-triangular F = [[F11, F12], [0, F22]]) the bottom half's
     zeros enter no product: [F11 F12][F11 F12]^T, F22 F12^T and F22 F22^T, n^3 in all (half a full product).
@@ -39,9 +42,19 @@ def symmetric_product_into(factor: Tensor, out: Tensor, upper_triangular: bool =
         bottom, top_right = factor[:, half:, :], top
     lower_left = out[:, half:, :half]
     lower_left.baddbmm_(bottom, top_right.mT, beta=0, alpha=alpha)  # beta 0: uninitialized values are not read
-    out[:, :half, :half].baddbmm_(top, top.mT, beta=0, alpha=alpha)
-    out[:, half:, half:].baddbmm_(bottom, bottom.mT, beta=0, alpha=alpha)
+    _diagonal_block_into(top, out[:, :half, :half], False, alpha)
+    _diagonal_block_into(bottom, out[:, half:, half:], upper_triangular, alpha)
     out[:, :half, half:].copy_(lower_left.mT)  # the one pass: a quarter of the result read and written
+
+
+def _diagonal_block_into(factor: Tensor, out: Tensor, upper_triangular: bool, alpha: float) -> None:
+    """alpha F F^T of a half into its diagonal block ``out``: off a CPU (``blocked.library_device``) by halves
+    again while it has ``HALVES_FROM`` rows (a Gram's products 3/4, 5/8, 9/16 ... of a full one's: 1000 rows, 9/16),
+    on a CPU one GEMM (the numbers the study's CPU runs were made with)."""
+    if factor.shape[-2] >= HALVES_FROM and not blocked.library_device(factor):
+        symmetric_product_into(factor, out, upper_triangular, alpha)
+    else:
+        out.baddbmm_(factor, factor.mT, beta=0, alpha=alpha)
 
 
 @torch.no_grad()

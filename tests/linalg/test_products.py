@@ -2,9 +2,10 @@
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpstudy import linalg
-from gpstudy.linalg import HALVES_FROM, gram
+from gpstudy.linalg import HALVES_FROM, blocked, gram
 from gpstudy.linalg.products import squared_norm
 
 from matrices import DTYPE
@@ -66,3 +67,46 @@ def test_squared_norm_equals_the_sum_of_squares_values_and_gradients(generator, 
     tolerance = 1e-13 if DTYPE == torch.float64 else 1e-5
     torch.testing.assert_close(got, expected, rtol=tolerance, atol=0)
     torch.testing.assert_close(got_grad, expected_grad, rtol=tolerance, atol=0)
+
+
+class GemmFlops(TorchDispatchMode):
+    """The multiply-adds x 2 of the batched GEMMs (``bmm``, ``baddbmm``, in place or not) dispatched inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.flops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in (torch.ops.aten.bmm, torch.ops.aten.baddbmm, torch.ops.aten.baddbmm_):
+            a, b = args[:2] if func.overloadpacket == torch.ops.aten.bmm else args[1:3]
+            self.flops += 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("upper_triangular", [False, True])
+@pytest.mark.parametrize("rows", [4 * HALVES_FROM - 3, 2 * HALVES_FROM, 4 * HALVES_FROM])
+def test_off_a_cpu_the_diagonal_blocks_are_made_by_halves_again(generator, monkeypatch, rows, upper_triangular):
+    """Off a CPU (``library_device`` false, as on CUDA) each diagonal block of HALVES_FROM rows or more is split
+    again: the same F F^T to 1e-13, with the products of the recursion (for a general F 5/8 of a full product at
+    two levels, 9/16 at three; on a CPU one GEMM a diagonal block, 3/4); odd rows: the values."""
+    factor = torch.randn(2, rows, 40, generator=generator, dtype=DTYPE)
+    if upper_triangular:
+        factor = torch.randn(2, rows, rows, generator=generator, dtype=DTYPE).triu()
+    with GemmFlops() as on_cpu_count:
+        on_cpu = linalg.symmetric_product(factor, upper_triangular)
+    monkeypatch.setattr(blocked, "library_device", lambda tensor: False)
+    with GemmFlops() as off_cpu_count:
+        off_cpu = linalg.symmetric_product(factor, upper_triangular)
+    expected = factor @ factor.mT
+    torch.testing.assert_close(off_cpu, expected, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(on_cpu, expected, rtol=1e-13, atol=1e-13)
+    full = 2 * 2 * rows * rows * factor.shape[-1]
+    if upper_triangular:
+        assert off_cpu_count.flops < on_cpu_count.flops <= 0.5 * full * 1.01
+    elif rows % HALVES_FROM == 0:  # halves of equal rows down to below HALVES_FROM
+        levels, size = 0, rows
+        while size >= HALVES_FROM:
+            levels, size = levels + 1, size // 2
+        assert levels >= 2
+        assert on_cpu_count.flops == pytest.approx(0.75 * full, rel=0.01)
+        assert off_cpu_count.flops == pytest.approx((0.5 + 2 ** -(levels + 1)) * full, rel=0.01)  # 5/8, 9/16
