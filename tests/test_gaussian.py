@@ -133,6 +133,39 @@ def test_kl_of_covariances_matches_the_factor_form_and_its_gradients(generator, 
         torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize(
+    ("grad_of_q", "grad_of_p", "uses"),
+    [(*case, "both") for case in GRADIENT_CASES] + [(True, False, "variances"), (True, True, "variances")],
+)
+def test_the_kl_with_variances_gives_the_diagonal_and_the_gradients_of_both(generator, grad_of_q, grad_of_p, uses):
+    """``kl_divergence_and_variances``: the KL and cov_q's diagonal, and the gradients of a loss of both (or of the
+    variances alone) equal autograd's through ``torch.distributions`` and ``diagonal``."""
+    mean_q, mean_p = (torch.randn(2, 4, generator=generator, dtype=DTYPE).requires_grad_(True) for _ in range(2))
+    cov_q = random_spd(generator, 2, 4, 4).requires_grad_(grad_of_q)
+    cov_p = random_spd(generator, 2, 4, 4).requires_grad_(grad_of_p)
+    kl, variances = gaussian.kl_divergence_and_variances(mean_q, cov_q, mean_p, cov_p)
+    reference_kl = torch_kl(MultivariateNormal(mean_q, cov_q), MultivariateNormal(mean_p, cov_p))
+    reference_variances = cov_q.diagonal(dim1=-2, dim2=-1)
+    torch.testing.assert_close(kl, reference_kl)
+    assert torch.equal(variances, reference_variances)
+    weights = torch.tensor([0.7, -1.3], dtype=DTYPE)
+    variance_weights = torch.randn(2, 4, generator=generator, dtype=DTYPE)
+
+    def loss(kl, variances):
+        return (variances * variance_weights).sum() + (0 if uses == "variances" else (kl * weights).sum())
+
+    inputs = [t for t in (mean_q, cov_q, mean_p, cov_p) if t.requires_grad]
+    mine = torch.autograd.grad(loss(kl, variances), inputs, allow_unused=True)
+    theirs = torch.autograd.grad(loss(reference_kl, reference_variances), inputs, allow_unused=True)
+    for got, expected in zip(mine, theirs):
+        if expected is None:  # the variances alone: no gradient of the means
+            assert got is None or not got.any()
+            continue
+        if got.dim() == 3:
+            got, expected = 0.5 * (got + got.mT), 0.5 * (expected + expected.mT)
+        torch.testing.assert_close(got, expected)
+
+
 @pytest.mark.parametrize(("grad_of_q", "grad_of_p"), GRADIENT_CASES[:3])
 def test_kl_of_covariances_passes_gradcheck(generator, grad_of_q, grad_of_p):
     """gradcheck through covariances S = X X^T / n + I / 2, so that every perturbation stays symmetric."""

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
-from gpstudy.gaussian import kl_divergence_of_covariances
+from gpstudy.gaussian import kl_divergence_and_variances, kl_divergence_of_covariances
 from gpstudy.likelihoods import LIKELIHOODS, GaussianLikelihood, Likelihood
 from gpstudy.linalg import add_jitter_
 from gpstudy.methods.measurement import SAMPLERS, build_measurement_sampler
@@ -174,11 +174,12 @@ def function_space_elbo(
         generators: the draws of a Monte Carlo expected log-likelihood (ignored by closed forms).
     """
     n = y_batch.shape[-1]
-    mean_batch, variance = mean[..., :n], cov.diagonal(dim1=-2, dim2=-1)[..., :n]
-    if likelihood.latent_dim > 1:  # [*batch, C, n] -> the likelihood's [*batch, n, C]
-        mean_batch, variance = mean_batch.mT, variance.mT
+    kl, variances = kl_divergence_and_variances(mean, cov, prior_mean, prior_cov)  # q's variances: cov's diagonal
+    mean_batch, variance = mean[..., :n], variances[..., :n]
+    if likelihood.latent_dim > 1:  # [*batch, C, n] -> the likelihood's [*batch, n, C]; the classes' KLs summed
+        mean_batch, variance, kl = mean_batch.mT, variance.mT, kl.sum(-1)
     expected = likelihood.expected_log_prob(y_batch, mean_batch, variance, generators).sum(-1)
-    return data_scale * expected - function_space_kl(mean, cov, prior_mean, prior_cov, likelihood.latent_dim)
+    return data_scale * expected - kl
 
 
 class InferenceNetworkMethod(Method):
