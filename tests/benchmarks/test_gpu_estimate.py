@@ -273,11 +273,14 @@ def test_a_squared_norm_reads_its_matrix_once_and_its_gradient_is_one_pass():
 
 def test_the_inverse_by_products_solves_the_identity_only_at_its_leaves():
     """L^-1 by halves: n^3 / 4 of triangular solves at two leaves of n / 2 rows (a blocked solve of the whole
-    identity: n^3 / 2, each leaf with n right-hand sides), n^3 / 2 of products, and the Gram of L^-T n^3."""
+    identity: n^3 / 2, each leaf with n right-hand sides), n^3 / 2 of products, and the Gram of L^-T by halves: at
+    most n^3, less where its diagonal blocks are split again (off a CPU, ``products._diagonal_block_into``)."""
     size, batch = 2 * numerics.FACTOR_BLOCK, 3
     costs = costs_of(lambda: linalg.inverse_by_products(torch.empty(batch, size, size, **META)))
+    gram = costs_of(lambda: linalg.symmetric_product(torch.empty(batch, size, size, **META), upper_triangular=True))
     assert costs.factorization_flops == {"trsm": batch * size**3 // 4}
-    assert costs.product_flops == batch * (size**3 // 2 + size**3)
+    assert costs.product_flops == batch * size**3 // 2 + gram.product_flops
+    assert 0.5 * batch * size**3 < gram.product_flops < batch * size**3
     assert costs.host["factorization"] == 2
 
 
