@@ -39,6 +39,7 @@ RUNS = "results/runs.csv"  # every run, one row each
 CURVES = "results/learning_curves.csv"  # every run's learning curve, one row per evaluation
 CURVES_FIGURE = "results/figures/learning_curves_{experiment}.png"  # every experiment's learning curves
 TABLES = "results/tables/{experiment}_{metric}"  # an experiment's `tables` output (Tables 3-4), + .csv .md .tex .html
+PAPER_TABLE = TABLES + ".paper.tex"  # beside them, the paper-ready LaTeX table (our numbers only, the best in bold)
 VIOLINS = "results/figures/{experiment}_violins"  # its `violins` output (Figure 3), + .png .pdf
 POSTERIORS = "results/figures/{experiment}"  # its `posteriors` output (Figure 4), + .png .pdf
 REFERENCE = "results/reference/{experiment}_exact_gp.csv"  # the exact GP on a `posteriors` experiment's plotted grid

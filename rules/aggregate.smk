@@ -31,6 +31,7 @@ rule tables:
         multiext(paths.TABLES, ".csv", ".md", ".tex"),
         report(f"{paths.TABLES}.html", caption="../report/tables.rst", category="{experiment}", subcategory="Tables",
                labels=table_labels),
+        paper=paths.PAPER_TABLE,
     params:
         quoted=quoted_table,
         own_data=experiment_own_data,

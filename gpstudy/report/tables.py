@@ -18,6 +18,7 @@ import pandas as pd
 from gpstudy.io import write_text
 from gpstudy.metrics import METRIC_NAMES
 from gpstudy.paper import paper_columns, paper_protocol, paper_table, quoted_rows, quoted_tables, table_datasets
+from gpstudy.report.claims.evidence import HIGHER_IS_BETTER
 from gpstudy.report.labels import dataset_label, display_names, method_label
 from gpstudy.report.pages import write_page
 
@@ -25,6 +26,9 @@ AGREEMENT_SE = 2.0  # a cell agrees when |ours - paper| <= this many combined st
 PAPER_ROUNDING = 0.0005  # the paper prints 3 decimals: its standard errors are known to +-0.0005
 KEYS = ["dataset", "method", "M"]  # one cell of Tables 3 and 4
 DECIMALS = {"error_rate": 4}  # printed decimals where the default 3 would cut the paper's numbers (Table 2: 1.55%)
+CHECKING_PACKAGES = ("booktabs", "amssymb")  # what the checking .tex needs: \toprule..., \checkmark
+PAPER_PACKAGES = ("booktabs",)  # what the paper-ready .tex needs: \toprule, \midrule, \cmidrule, \bottomrule
+PAPER_CELL = r"r@{.}l@{${}\pm{}$}l"  # a paper-ready cell's columns: the mean's integer part, its fraction, the s.e.
 
 
 def in_order(items: Iterable, preferred: Iterable) -> list:
@@ -265,6 +269,11 @@ def _is_quoted(row) -> bool:
     return bool(getattr(row, "quoted_from", ""))
 
 
+def _ours(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``experiment_table`` that are our cells, not quoted ones."""
+    return table[[not _is_quoted(row) for row in table.itertuples()]]
+
+
 def _cell(row, notation: _Notation) -> str:
     """``ours ± se (paper ± se) mark``; the paper part and the mark only where they exist, ours marked
     ``notation.fewer`` where its runs used fewer points than M. A quoted row: the paper's number alone."""
@@ -327,10 +336,17 @@ def _caption(table: pd.DataFrame, notation: _Notation, names: Mapping[str, str])
     caption = (
         f"{METRIC_NAMES[table['metric'].iat[0]]}: ours, mean {notation.pm} standard error over "
         f"{_splits(table.loc[table['n'] > 0, 'n'])} (std with ddof 0 over sqrt(n), as the authors' "
-        f"evaluation); the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
-        f"{AGREEMENT_SE:g} combined standard errors of it.{_no_se_note(table, notation)} N, D: our runs' rows "
-        "(training + test) and inputs, the paper's in parentheses where it prints others."
+        "evaluation)"
     )
+    if _ours(table)["paper_mean"].notna().any():
+        caption += (
+            f"; the paper's in parentheses; {notation.agree} / {notation.disagree}: within / beyond "
+            f"{AGREEMENT_SE:g} combined standard errors of it"
+        )
+    caption += f".{_no_se_note(table, notation)} N, D: our runs' rows (training + test) and inputs"
+    if table["paper_N"].notna().any() or table["paper_D"].notna().any():
+        caption += ", the paper's in parentheses where it prints others"
+    caption += "."
     caption += _settings_note(table, notation, names)
     sources = sorted({source for source in table.get("quoted_from", ()) if source})
     if sources:
@@ -369,7 +385,7 @@ def _splits(counts: pd.Series) -> str:
 def _no_se_note(table: pd.DataFrame, notation: _Notation) -> str:
     """The sentence saying why a cell prints ``± n/a``: ours from a single run (one split), the paper's
     printed without one; "" when no cell does."""
-    compared = table[[not _is_quoted(row) for row in table.itertuples()]]  # a quoted number has no ± at all
+    compared = _ours(table)  # a quoted number has no ± at all
     reasons = []
     if (compared["mean"].notna() & compared["se"].isna()).any():
         reasons.append("ours from a single run (one split)")
@@ -419,6 +435,7 @@ def _markdown(table: pd.DataFrame, names: Mapping[str, str]) -> str:
 def _latex(table: pd.DataFrame, names: Mapping[str, str]) -> str:
     header, rows = _layout(table, LATEX, names)
     lines = [
+        _packages_comment(CHECKING_PACKAGES),
         r"\begin{table}",
         r"\centering",
         rf"\caption{{{_caption(table, LATEX, names)}}}",
@@ -432,3 +449,120 @@ def _latex(table: pd.DataFrame, names: Mapping[str, str]) -> str:
         r"\end{table}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _packages_comment(packages: Collection[str]) -> str:
+    """The .tex's first line: the packages its preamble must load."""
+    return f"% Needs \\usepackage{{{','.join(packages)}}} in the preamble (written by gpstudy.report.tables)."
+
+
+def write_paper_table(
+    table: pd.DataFrame, path: str | Path, label: str, variant_labels: Mapping[str, str] | None = None
+) -> None:
+    """Write ``experiment_table``'s output as a paper-ready LaTeX table at ``path`` (``paper_latex``)."""
+    write_text(Path(path), paper_latex(table, label, display_names(variant_labels)))
+
+
+def paper_columns_order(table: pd.DataFrame) -> list[tuple[str, int]]:
+    """Our (method, M) columns of ``experiment_table``'s output, method by method (each method where it first
+    appears, the paper's order), each method's M ascending: a user's SVGP 50 stands before SVGP 100."""
+    ours = _ours(table)
+    methods = list(dict.fromkeys(ours["method"]))
+    return sorted(dict.fromkeys(zip(ours["method"], ours["M"])), key=lambda cell: (methods.index(cell[0]), cell[1]))
+
+
+def best_in_row(table: pd.DataFrame) -> pd.Series:
+    """Whether each of our rows of ``experiment_table`` holds its data set's best mean, as printed (so equal
+    printed means are all best): the lowest error, the highest where ``HIGHER_IS_BETTER``. False for a cell
+    without a mean and in a data set with fewer than two means to compare."""
+    ours = _ours(table)
+    decimals = DECIMALS.get(ours["metric"].iat[0], 3)
+    sign = -1.0 if ours["metric"].iat[0] in HIGHER_IS_BETTER else 1.0  # sign * mean: lower is better
+    printed = sign * ours["mean"].map(lambda value: float(f"{value:.{decimals}f}"))  # NaN stays NaN
+    by_dataset = printed.groupby(ours["dataset"])
+    return (printed == by_dataset.transform("min")) & (by_dataset.transform("count") >= 2)
+
+
+def _paper_number(value: float, decimals: int, bold: bool) -> tuple[str, str]:
+    """``value`` with ``decimals`` decimals as its two cells of an ``r@{.}l`` pair (integer part, fraction),
+    a minus sign as in maths, each part in bold where ``bold``."""
+    whole, fraction = f"{value:.{decimals}f}".split(".")
+    whole = whole.replace("-", "$-$")
+    return (rf"\textbf{{{whole}}}", rf"\textbf{{{fraction}}}") if bold else (whole, fraction)
+
+
+def _paper_cell(row, bold: bool) -> list[str]:
+    """Our mean ± se of one row of ``experiment_table`` as the three cells of its ``PAPER_CELL`` columns; the ±
+    and its cell empty without a standard error, one "--" across the three without a mean."""
+    if pd.isna(row.mean):
+        return [r"\multicolumn{3}{c}{--}"]
+    decimals = DECIMALS.get(row.metric, 3)
+    whole, fraction = _paper_number(row.mean, decimals, bold)
+    fewer = LATEX.fewer if _fewer_points(row) else ""
+    if pd.isna(row.se):
+        return [whole, rf"\multicolumn{{1}}{{l@{{}}}}{{{fraction}{fewer}}}", ""]
+    se = _number(row.se, decimals)
+    return [whole, fraction, (rf"\textbf{{{se}}}" if bold else se) + fewer]
+
+
+def paper_latex(table: pd.DataFrame, label: str, names: Mapping[str, str]) -> str:
+    """A paper-ready LaTeX table of ``experiment_table``'s output: our numbers only (mean ± standard error), a
+    row per data set (its N and D of our runs), a column group per (method, M) under a header per method
+    (``paper_columns_order``), the decimal points aligned (``PAPER_CELL``'s columns, fixed decimals), the best of each
+    row in bold (``best_in_row``), ``label`` as its ``\\label``, the packages it needs in its first line."""
+    ours = _ours(table).assign(best=best_in_row(table))
+    columns = paper_columns_order(table)
+    methods = list(dict.fromkeys(method for method, _ in columns))
+    widths = {method: 3 * sum(column[0] == method for column in columns) for method in methods}
+    group, rules, first = [], [], 4
+    for method in methods:
+        group.append(rf"\multicolumn{{{widths[method]}}}{{c}}{{{_escape_tex(names.get(method, method))}}}")
+        rules.append(rf"\cmidrule(lr){{{first}-{first + widths[method] - 1}}}")
+        first += widths[method]
+    rows = []
+    for dataset, cells in ours.groupby("dataset", sort=False):
+        by_column = {(row.method, row.M): row for row in cells.itertuples()}
+        first_row = cells.iloc[0]
+        sizes = ["" if pd.isna(first_row[size]) else str(first_row[size]) for size in ("N", "D")]
+        numbers = [part for column in columns for part in _paper_cell(by_column[column], by_column[column].best)]
+        rows.append(" & ".join([_escape_tex(dataset_label(dataset)), *sizes, *numbers]) + r" \\")
+    lines = [
+        _packages_comment(PAPER_PACKAGES),
+        r"\begin{table}",
+        r"\centering",
+        rf"\caption{{{_paper_caption(ours, names)}}}",
+        rf"\label{{{label}}}",
+        rf"\begin{{tabular}}{{lrr{PAPER_CELL * len(columns)}}}",
+        r"\toprule",
+        " & ".join(["", "", "", *group]) + r" \\",
+        " ".join(rules),
+        " & ".join(["Data set", "N", "D", *(rf"\multicolumn{{3}}{{c}}{{$M = {m}$}}" for _, m in columns)]) + r" \\",
+        r"\midrule",
+        *rows,
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\end{table}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _paper_caption(ours: pd.DataFrame, names: Mapping[str, str]) -> str:
+    """What the paper-ready table's numbers are; the published values only where there are some."""
+    metric = ours["metric"].iat[0]
+    better = "higher" if metric in HIGHER_IS_BETTER else "lower"
+    caption = (
+        f"{METRIC_NAMES[metric]}: mean {LATEX.pm} standard error over {_splits(ours.loc[ours['n'] > 0, 'n'])} "
+        f"(population std over $\\sqrt{{n}}$); the best of each row in bold ({better} is better)."
+    )
+    if (ours["mean"].notna() & ours["se"].isna()).any():
+        caption += f" A number without {LATEX.pm}: a single split, no standard error."
+    fewer = [row for row in ours.itertuples() if _fewer_points(row)]
+    if fewer:
+        where = ", ".join(
+            f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}: {row.M_effective}" for row in fewer
+        )
+        caption += f" {LATEX.fewer}: fewer points than M, as many as the training set holds ({_escape_tex(where)})."
+    published = ours["paper_mean"].notna().sum()
+    if published:
+        caption += f" Published values exist for {published} of these {len(ours)} cells."
+    return caption
