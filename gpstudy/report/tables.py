@@ -463,11 +463,12 @@ def write_paper_table(
     write_text(Path(path), paper_latex(table, label, display_names(variant_labels)))
 
 
-def paper_columns_order(table: pd.DataFrame) -> list[tuple[str, int]]:
-    """Our (method, M) columns of ``experiment_table``'s output, method by method (each method where it first
-    appears, the paper's order), each method's M ascending: a user's SVGP 50 stands before SVGP 100."""
+def paper_columns_order(table: pd.DataFrame, names: Mapping[str, str]) -> list[tuple[str, int]]:
+    """Our (method, M) columns of ``experiment_table``'s output, method by method in the order of ``names``
+    (``display_names``: the registry's, then the config's variants; others after, sorted), each method's M
+    ascending: a user's SVGP 50 stands before SVGP 100, FBNN 500 after GPNet 10."""
     ours = _ours(table)
-    methods = list(dict.fromkeys(ours["method"]))
+    methods = in_order(ours["method"], names)
     return sorted(dict.fromkeys(zip(ours["method"], ours["M"])), key=lambda cell: (methods.index(cell[0]), cell[1]))
 
 
@@ -511,7 +512,7 @@ def paper_latex(table: pd.DataFrame, label: str, names: Mapping[str, str]) -> st
     (``paper_columns_order``), the decimal points aligned (``PAPER_CELL``'s columns, fixed decimals), the best of each
     row in bold (``best_in_row``), ``label`` as its ``\\label``, the packages it needs in its first line."""
     ours = _ours(table).assign(best=best_in_row(table))
-    columns = paper_columns_order(table)
+    columns = paper_columns_order(table, names)
     methods = list(dict.fromkeys(method for method, _ in columns))
     widths = {method: 3 * sum(column[0] == method for column in columns) for method in methods}
     group, rules, first = [], [], 4

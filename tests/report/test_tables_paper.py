@@ -68,6 +68,10 @@ def test_columns_go_method_by_method_with_a_users_m_beside_its_method(runs, tmp_
     assert header == r" &  &  & \multicolumn{6}{c}{SVGP} & \multicolumn{3}{c}{GPNet} \\"
     assert r"\cmidrule(lr){4-9} \cmidrule(lr){10-12}" in tex
     assert re.findall(r"\$M = (\d+)\$", tex) == ["50", "100", "100"]  # SVGP 50, SVGP 100, GPNet 100
+    others = runs[(runs["dataset"] == "boston") & (runs["M"] == 50)].assign(method="fbnn", M=500)
+    tex = paper_tex(pd.concat([runs.replace({"M": {100: 10}}), others]), "rmse", tmp_path)
+    assert re.findall(r"\{c\}\{(\w+)\}", tex) == ["SVGP", "GPNet", "FBNN"]  # not the table's FBNN 500 first
+    assert re.findall(r"\$M = (\d+)\$", tex) == ["10", "50", "10", "500"]  # SVGP 10, 50; GPNet 10; FBNN 500
 
 
 def test_higher_test_log_likelihood_is_best_and_minus_signs_are_maths(runs, tmp_path):
