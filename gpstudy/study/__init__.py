@@ -41,3 +41,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
     globals()[name] = value  # later lookups skip this function
     return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazy ones (``__all__``) among them, as ``dir(gpstudy.study)`` and completion list."""
+    return sorted({*globals(), *__all__})
