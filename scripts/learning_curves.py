@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpstudy.report.palette import variant_methods
 from gpstudy.report.plots import learning_curves
 from gpstudy.runtime.job import start_job
 
@@ -14,4 +15,5 @@ learning_curves(
     snakemake.wildcards.experiment,
     snakemake.params.axis,
     snakemake.params.labels,
+    variant_methods(snakemake.config),
 )

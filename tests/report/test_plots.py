@@ -13,10 +13,11 @@ from gpstudy.report.plots import CURVE_PANEL, DPI, SNELSON_PANEL, VIOLIN_PANEL, 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _assert_png(path, width_in: float, height_in: float) -> None:
+def _assert_png(path, width_in: float, height_in: float, legend_in: float = 0.0) -> None:
+    """A PNG of ``width_in`` by ``height_in`` inches, and up to ``legend_in`` more in height for a legend below."""
     assert path.read_bytes().startswith(PNG_SIGNATURE)
     height, width = matplotlib.image.imread(path).shape[:2]
-    assert abs(width - width_in * DPI) <= 2 and abs(height - height_in * DPI) <= 2
+    assert abs(width - width_in * DPI) <= 2 and -2 <= height - height_in * DPI <= legend_in * DPI + 2
 
 
 def _assert_pdf(path) -> None:
@@ -126,6 +127,6 @@ def test_learning_curves_with_a_single_split_run(tmp_path, axis, monkeypatch):
     drawn = []
     monkeypatch.setattr(Axes, "plot", lambda self, x, y, **kwargs: drawn.append(np.asarray(x)))
     learning_curves(curves, tmp_path / "curves.png", "uci", axis)
-    _assert_png(tmp_path / "curves.png", CURVE_PANEL[0] * 2, CURVE_PANEL[1])  # 2 data sets in a row
+    _assert_png(tmp_path / "curves.png", CURVE_PANEL[0] * 2, CURVE_PANEL[1], 0.5)  # 2 data sets, the legend below
     svgp = 0.01 * iterations * 2 if axis == "seconds" else iterations  # the mean of splits 0-2's seconds
     np.testing.assert_allclose(drawn[0], svgp)
