@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from gpstudy import paths, training
 from gpstudy.data import DataError, Dataset, Split, Table, fetch_dataset, non_finite, read_table
@@ -29,12 +31,19 @@ from gpstudy.data.prepare import checked_raw_folder
 from gpstudy.data.split import moments
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.methods import Method
+from gpstudy.report.labels import display_names
+from gpstudy.report.palette import color
+from gpstudy.report.plots import posterior_panel
 from gpstudy.study import DEFAULT_CONFIG, RunSettings, check_settings, data_plan, dataset_of, load_config, run_settings
 from gpstudy.training.progress import bars, watched
 from gpstudy.training.run import build_batch, plot_predictions
 
 ARRAYS = Dataset("arrays", read=None, task="regression")  # what fit's x and y are when no `dataset` names them
 PROGRESS_LOGGER = "gpstudy"  # its INFO lines are shown while fit trains (gpstudy.training.progress)
+PLOT_BAND_STD = 2.0  # Fitted.plot's band: mean ± this many predictive standard deviations
+PLOT_POINTS = 300  # Fitted.plot's grid points
+PLOT_MARGIN = 0.1  # Fitted.plot's grid reaches this share of the training inputs' range beyond each end
+PLOT_SIZE = (6.0, 3.5)  # inches: the figure Fitted.plot makes when given no axes
 
 
 @dataclass
@@ -64,6 +73,31 @@ class Fitted:
         return plot_predictions(self.method, [replace(self.split, x_plot=(x - self.split.x_mean) / self.split.x_std)])[
             0
         ]
+
+    def plot(self, ax: Axes | None = None, band_std: float = PLOT_BAND_STD, points: int = PLOT_POINTS) -> Axes:
+        """Plot a fit of one input: the predictive mean and the band :math:`\\mu(x) \\pm 2 \\sigma_y(x)`
+        (``band_std`` of them; :math:`\\sigma_y^2` is ``var_y``, noise included) on ``points`` inputs over the
+        training inputs' range and ``PLOT_MARGIN`` of it beyond, in the method's and M's colour of the study's
+        figures (``gpstudy.report.palette.color``), and the training data, in the data's units.
+
+        Args:
+            ax: drawn on; None: a new figure's (show it in a notebook with ``ax.figure``).
+            band_std: the band's half width in predictive standard deviations.
+            points: grid points.
+
+        Raises:
+            ValueError: the fit has more than one input.
+        """
+        if self.split.x_train.shape[1] != 1:
+            raise ValueError(f"plot draws a fit of one input; this one has {self.split.x_train.shape[1]}")
+        x, y = self.split.original_x(self.split.x_train)[:, 0], self.split.original_y(self.split.y_train)
+        margin = PLOT_MARGIN * (x.max() - x.min())
+        grid = np.linspace(x.min() - margin, x.max() + margin, points)
+        ax = ax if ax is not None else Figure(figsize=PLOT_SIZE, layout="constrained").subplots()
+        method, m = self.settings.method, self.settings.M
+        posterior_panel(ax, self.predict(grid), x, y, color(method, m), band_std)
+        ax.set(xlabel="x", ylabel="y", title=f"{display_names().get(method, method)}, M = {m}, ±{band_std:g} std")
+        return ax
 
 
 def fit(

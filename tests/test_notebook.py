@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from matplotlib.colors import to_rgb
 
 from gpstudy.data import DataError
 from gpstudy.notebook import PROGRESS_LOGGER, fit, load_dataset
+from gpstudy.report.palette import color
 from gpstudy.study import DEFAULT_CONFIG, SettingsError, load_config
 
 QUICK = {"iterations": 10, "eval_every": 5, "device": "cpu", "progress": False}  # a few steps, every check fast
@@ -153,3 +155,27 @@ def test_a_registered_data_set_loads_from_a_mirror(shared_data, tmp_path, monkey
     assert snelson.x.shape == (200, 1) and snelson.y.shape == (200,) and snelson.x_plot.shape == (301, 1)
     assert (tmp_path / "data" / "raw" / "snelson" / "train_inputs").is_file()  # where gpstudy prepare puts it
     np.testing.assert_array_equal(load_dataset("snelson").y, snelson.y)  # read again, no mirror needed
+
+
+def test_plot_draws_the_mean_the_band_and_the_data_in_the_datas_units(data):
+    """On data moved off the standard scale (a plot of standardized values, or a band of another width, fails)."""
+    x, y = 3 * data[0] + 1, 2 * data[1] + 5
+    model = fit(x, y, "gpnet", M=5, **QUICK)
+    ax = model.plot(points=50)
+    (mean_line,) = ax.get_lines()
+    grid, mean = mean_line.get_data()
+    assert grid.min() < x.min() and grid.max() > x.max() and len(grid) == 50  # the training range and beyond
+    expected = model.predict(grid)
+    np.testing.assert_allclose(mean, expected["mean"])
+    band = ax.collections[0].get_paths()[0].vertices
+    top = expected["mean"] + 2 * np.sqrt(expected["var_y"])
+    np.testing.assert_allclose(band[:, 1].max(), top.max(), rtol=1e-9)  # the mean + 2 sd, noise included
+    np.testing.assert_allclose(ax.collections[1].get_offsets(), np.column_stack([x, y]))  # the data
+    assert to_rgb(mean_line.get_color()) == pytest.approx(color("gpnet", 5))  # the study's colour of GPNet 5
+    assert ax.get_title() == "GPNet, M = 5, ±2 std"
+
+
+def test_plot_refuses_a_fit_of_two_inputs(data):
+    x, y = data
+    with pytest.raises(ValueError, match="plot draws a fit of one input; this one has 2"):
+        fit(np.column_stack([x, x**2]), y, "svgp", M=3, **QUICK).plot()
