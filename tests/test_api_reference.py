@@ -1,5 +1,6 @@
-"""The API reference (docs/python.md) builds from the docstrings with pdoc without a warning, and every
-cross-reference a docstring makes (``:func:`name```, ``:class:``, ``:meth:``, ``:mod:``, ...) names something."""
+"""The API reference (docs/python.md) builds from the docstrings with pdoc without a warning, with the docstrings'
+maths as TeX for MathJax, and every cross-reference a docstring makes (``:func:`name```, ``:class:``, ``:meth:``,
+``:mod:``, ...) names something."""
 
 import pkgutil
 import pydoc
@@ -18,13 +19,42 @@ PDOC = Path(pdoc.__file__).parent
 ROLE = re.compile(r":(?:py:)?(?:mod|func|data|const|class|meth|attr|exc|obj):`~?([^`]+)`")  # as pdoc reads them
 
 
-def test_the_reference_builds_without_a_warning(tmp_path):
-    pdoc.render.configure(docformat="google")  # docs/python.md's command: pdoc --docformat google -o api gpstudy
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        pdoc.pdoc("gpstudy", output_directory=tmp_path)
-    assert [f"{w.message}" for w in caught if Path(w.filename).is_relative_to(PDOC)] == []
-    assert (tmp_path / "index.html").is_file() and (tmp_path / "gpstudy" / "notebook.html").is_file()
+DOCSTRING = re.compile(r'<div class="docstring">(.*?)</div>', re.S)  # a rendered docstring on a pdoc page
+MATHJAX = '<script id="MathJax-script" async src="https://cdn.jsdelivr.net/npm/mathjax@3/'  # pdoc 16's --math
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, list[str]]:
+    """The reference built as docs/python.md's command builds it, and the warnings pdoc emitted."""
+    folder = tmp_path_factory.mktemp("api")
+    pdoc.render.configure(docformat="google", math=True)  # pdoc --docformat google --math -o api gpstudy
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pdoc.pdoc("gpstudy", output_directory=folder)
+    finally:
+        pdoc.render.configure()  # pdoc's defaults again, for any later build in this process
+    return folder, [f"{w.message}" for w in caught if Path(w.filename).is_relative_to(PDOC)]
+
+
+def test_the_reference_builds_without_a_warning(reference):
+    folder, caught = reference
+    assert caught == []
+    assert (folder / "index.html").is_file() and (folder / "gpstudy" / "notebook.html").is_file()
+
+
+def test_the_docstrings_maths_reach_the_pages_as_tex_for_mathjax(reference):
+    """A ``:math:`` role becomes ``\\( ... \\)`` and a ``.. math::`` block ``$$ ... $$``, on a page that loads
+    MathJax (from a CDN: pdoc ships no copy); no page keeps a role unconverted."""
+    folder, _ = reference
+    palette = (folder / "gpstudy" / "report" / "palette.html").read_text()
+    assert MATHJAX in palette
+    assert r"\( L^* \)" in palette  # inline: the docstring's :math:`L^*`
+    assert r"<p>$$L^*(M) = L_{\text{light}}" in palette  # the display equation
+    assert r"\( \mu(x) \pm 2 \sigma_y(x) \)" in (folder / "gpstudy" / "notebook.html").read_text()
+    docstrings = {page.name: DOCSTRING.findall(page.read_text()) for page in folder.rglob("*.html")}
+    assert sum(map(len, docstrings.values())) > 500  # the pages' rendered docstrings (not their source views)
+    assert [name for name, texts in docstrings.items() if any(":math:`" in text for text in texts)] == []
 
 
 @pytest.fixture(scope="module")
