@@ -12,6 +12,9 @@ from gpstudy.runtime.environment import BOOLEAN_RECORDED, RECORDED
 
 METRICS = list(METRIC_NAMES)  # every task's test metrics
 LABELS = ["experiment", "dataset", "method", "M", "split"]  # what identifies a run
+# a regression run's test RMSE of predicting y's training mean, and whether its own RMSE is worse (a finished run
+# of a method that did badly, kept ok and never hidden: gpstudy.training.run.against_the_mean); empty otherwise
+AGAINST_THE_MEAN = ["rmse_of_mean", "worse_than_mean"]
 # results/runs.csv, in this order; a metric not of the run's task is empty. The RECORDED columns (versions,
 # commit, device name) describe a run and never identify it: nothing groups or compares rows by them. status
 # stays last: a file cut within its last line cuts a status (read_runs)
@@ -22,6 +25,7 @@ RUN_COLUMNS = [
     "n_test",
     "D",
     *METRICS,
+    *AGAINST_THE_MEAN,
     "iterations",
     "seconds",
     "device",
@@ -30,7 +34,8 @@ RUN_COLUMNS = [
     "status",
 ]
 SIZE_COLUMNS = ["M_effective", "n_train", "n_test", "D"]  # integers, empty beside a failed run
-OPTIONAL_COLUMNS = [*SIZE_COLUMNS, "dtype", *RECORDED]  # absent from an older version's runs.csv (read as empty)
+# absent from an older version's runs.csv (read as empty)
+OPTIONAL_COLUMNS = [*SIZE_COLUMNS, *AGAINST_THE_MEAN, "dtype", *RECORDED]
 TEXT_RECORDED = [column for column in RECORDED if column not in BOOLEAN_RECORDED]  # read as text, however they look
 SHOWN = 5  # at most this many runs or lines named in an error
 
@@ -41,8 +46,8 @@ def collect_runs(metrics_files: Iterable[Path]) -> pd.DataFrame:
     metrics_files = list(map(Path, metrics_files))
     frame = pd.DataFrame([read_run(path) for path in metrics_files], columns=RUN_COLUMNS)
     frame = frame.astype(
-        {column: "Int64" for column in SIZE_COLUMNS}
-    )  # a failed run's are empty, the rest stay integers
+        {**{column: "Int64" for column in SIZE_COLUMNS}, "worse_than_mean": "boolean"}
+    )  # a failed run's are empty, the rest stay integers (and true or false)
     _refuse_duplicates(frame, "metrics.json files", lambda rows: ", ".join(str(metrics_files[row]) for row in rows))
     return frame.sort_values(LABELS, ignore_index=True)
 
@@ -73,7 +78,7 @@ def read_runs(path: Path) -> pd.DataFrame:
         runs = runs.reindex(columns=RUN_COLUMNS).astype({"M": int, "split": int})
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: M and split must be integers ({error}); {rewrite}") from None
-    for column in ["M_effective", "n_train", "n_test", "D", *METRICS, "iterations", "seconds"]:
+    for column in ["M_effective", "n_train", "n_test", "D", *METRICS, "rmse_of_mean", "iterations", "seconds"]:
         numbers = pd.to_numeric(runs[column], errors="coerce")
         wrong = numbers.isna() & runs[column].notna()  # an empty cell is a metric not of the run's task
         if wrong.any():
@@ -82,6 +87,14 @@ def read_runs(path: Path) -> pd.DataFrame:
                 f"{path}: line {row + 2}, column {column!r}: {excerpt(runs.at[row, column])} is no number; {rewrite}"
             )
         runs[column] = numbers
+    flags = runs["worse_than_mean"].map({True: True, False: False, "True": True, "False": False}).astype("boolean")
+    if (wrong := flags.isna() & runs["worse_than_mean"].notna()).any():
+        row = runs.index[wrong][0]
+        raise ValueError(
+            f"{path}: line {row + 2}, column 'worse_than_mean': {excerpt(runs.at[row, 'worse_than_mean'])} is "
+            f"neither True nor False; {rewrite}"
+        )
+    runs["worse_than_mean"] = flags
     _refuse_duplicates(runs, str(path), lambda rows: "lines " + ", ".join(str(row + 2) for row in rows), rewrite)
     return runs
 

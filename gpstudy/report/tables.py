@@ -74,7 +74,9 @@ def experiment_table(
     Returns:
         Columns metric, dataset, method, M, M_effective (the fewest points a run of the cell used, below M
         where the training set is smaller; NA where no run is ok; runs without the column count as M),
-        n (splits aggregated), failed (runs skipped), iterations (the fewest of the cell's runs), mean, se,
+        n (splits aggregated), failed (runs skipped), worse_than_mean (of the n, the runs whose test RMSE is worse
+        than predicting y's training mean: runs.csv's column; 0 where it has none), iterations (the fewest of the
+        cell's runs), mean, se,
         paper_mean, paper_se, agrees (nullable boolean, NA where either side has no mean or se),
         paper_settings (whether every run of the cell took the paper's iterations and the cell ran the
         paper's number of splits, ``gpstudy.paper.paper_protocol``; NA where the paper records none or
@@ -94,15 +96,18 @@ def experiment_table(
     columns = in_order(zip(uci["method"], uci["M"]), dict.fromkeys([*papers_order, *paper_columns()]))  # Table 1's too
     grid = pd.DataFrame([(dataset, *column) for dataset in datasets for column in columns], columns=KEYS)
     failed = uci[~ok].groupby(KEYS).size().rename("failed").reset_index()
+    flagged = uci["worse_than_mean"].eq(True) if "worse_than_mean" in uci else False  # an older runs.csv: none
+    worse = uci[ok & flagged].groupby(KEYS).size().rename("worse_than_mean").reset_index()
     used = uci.loc[ok, "M_effective"].fillna(uci["M"]) if "M_effective" in uci else uci.loc[ok, "M"]
     effective = uci[ok].assign(M_effective=used).groupby(KEYS, as_index=False)["M_effective"].min()
     table = (
         grid.merge(effective, how="left")
         .merge(mean_and_se(uci[ok], metric, KEYS), how="left")
         .merge(failed, how="left")
+        .merge(worse, how="left")
         .merge(paper, how="left")
     )
-    table[["n", "failed"]] = table[["n", "failed"]].fillna(0).astype(int)
+    table[["n", "failed", "worse_than_mean"]] = table[["n", "failed", "worse_than_mean"]].fillna(0).astype(int)
     table["M_effective"] = table["M_effective"].astype("Int64")
     table = table.merge(_settings(uci, table), how="left").merge(_sizes(uci), how="left")
     own = table["dataset"].isin(own_data)
@@ -120,6 +125,7 @@ def experiment_table(
             "M_effective",
             "n",
             "failed",
+            "worse_than_mean",
             "iterations",
             "mean",
             "se",
@@ -185,7 +191,7 @@ def _with_quoted(
         ],
         columns=["metric", "dataset", "method", "paper_mean"],
     )
-    quoted = quoted.assign(n=0, failed=0, quoted_from=source)
+    quoted = quoted.assign(n=0, failed=0, worse_than_mean=0, quoted_from=source)
     combined = pd.concat([table.assign(quoted_from=""), quoted], ignore_index=True)[[*table.columns, "quoted_from"]]
     return combined.astype(
         {"M": "Int64", "M_effective": "Int64", "iterations": "Int64", "agrees": "boolean", "paper_settings": "boolean"}
@@ -221,6 +227,7 @@ class _Notation:
     disagree: str
     missing: str
     fewer: str  # marks a cell whose runs used fewer points than its M
+    worse: str  # marks a cell with runs whose test RMSE is worse than predicting the training mean
     escape: Callable[[str], str]
     beside: str = " "  # between our number and the paper's in a cell
 
@@ -247,11 +254,17 @@ def _escape_tex(text: str) -> str:
     return "".join(_TEX_SPECIALS.get(char, char) for char in text)
 
 
-MARKDOWN = _Notation(pm="±", agree="✓", disagree="✗", missing="—", fewer="†", escape=_escape_markdown)
+MARKDOWN = _Notation(pm="±", agree="✓", disagree="✗", missing="—", fewer="†", worse="‡", escape=_escape_markdown)
 HTML = replace(MARKDOWN, escape=str, beside="\n")  # Markdown's symbols, the paper's number on a line of its own
 # below ours (narrow columns: Table 3 on one screen); gpstudy.report.pages escapes the text
 LATEX = _Notation(
-    pm=r"$\pm$", agree=r"\checkmark", disagree=r"$\times$", missing="--", fewer=r"$^\dagger$", escape=_escape_tex
+    pm=r"$\pm$",
+    agree=r"\checkmark",
+    disagree=r"$\times$",
+    missing="--",
+    fewer=r"$^\dagger$",
+    worse=r"$^\ddagger$",
+    escape=_escape_tex,
 )
 
 
@@ -276,7 +289,8 @@ def _ours(table: pd.DataFrame) -> pd.DataFrame:
 
 def _cell(row, notation: _Notation) -> str:
     """``ours ± se (paper ± se) mark``; the paper part and the mark only where they exist, ours marked
-    ``notation.fewer`` where its runs used fewer points than M. A quoted row: the paper's number alone."""
+    ``notation.fewer`` where its runs used fewer points than M and ``notation.worse`` where some did worse than
+    predicting the training mean. A quoted row: the paper's number alone."""
     decimals = DECIMALS.get(row.metric, 3)
     number = partial(_number, decimals=decimals)
     if _is_quoted(row):
@@ -284,6 +298,8 @@ def _cell(row, notation: _Notation) -> str:
     text = notation.missing if pd.isna(row.mean) else f"{number(row.mean)} {notation.pm} {number(row.se)}"
     if _fewer_points(row):
         text += notation.fewer
+    if row.worse_than_mean:
+        text += notation.worse
     if not pd.isna(row.paper_mean):
         text += f"{notation.beside}({number(row.paper_mean)} {notation.pm} {number(row.paper_se)})"
     if not pd.isna(row.agrees):
@@ -361,6 +377,17 @@ def _caption(table: pd.DataFrame, notation: _Notation, names: Mapping[str, str])
         )
         caption += (
             f" {notation.fewer}: fewer points than M, as many as the training set holds ({notation.escape(where)})."
+        )
+    worse = table[table["worse_than_mean"] > 0]
+    if not worse.empty:
+        where = ", ".join(
+            f"{dataset_label(row.dataset)} {method_label(row.method, row.M, names)}: {row.worse_than_mean} of {row.n}"
+            for row in worse.itertuples()
+        )
+        caption += (
+            f" {notation.worse}: runs whose test RMSE is worse than predicting y's training mean at every test point "
+            "(runs.csv's worse_than_mean), finished runs of a method that did badly (a learning rate too large?), "
+            f"kept in the mean ({notation.escape(where)})."
         )
     failed = table[table["failed"] > 0]
     if not failed.empty:

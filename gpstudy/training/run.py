@@ -273,7 +273,8 @@ def train_splits(
     :func:`pretrain_splits` when ``settings.pretrain``, else from STUDY.md's initial values. Each
     ``out_dirs[s]`` receives ``learning_curve.csv`` and, when the split has plot inputs,
     ``predictions.csv``. Each split's metrics carry ``M_effective``, the points the method used for M
-    (fewer where the training set is smaller: ``Method.effective_M``) and what the run was made with
+    (fewer where the training set is smaller: ``Method.effective_M``), a regression's rmse_of_mean and
+    worse_than_mean (:func:`against_the_mean`) and what the run was made with
     (``gpstudy.runtime.environment.run_environment``: device, versions, commit). While training, the batch's state
     goes to ``checkpoint``, from which an interrupted run resumes. A split whose objective or metrics
     become non-finite gets a failed status while the others train on.
@@ -319,6 +320,7 @@ def train_splits(
             "M_effective": method.effective_M,
             **data_sizes(splits[s]),
             **{metric: float(final[metric]) for metric in metrics},
+            **(against_the_mean(splits[s], float(final["rmse"])) if "rmse" in metrics else {}),
             "iterations": settings.iterations,
             "seconds": seconds,
             **run_environment(problem.device),
@@ -329,6 +331,16 @@ def train_splits(
             "hyperparameters": {name: values[index] for name, values in readable.items()},
         }
     return results
+
+
+def against_the_mean(split: Split, rmse: float) -> dict[str, float | bool | None]:
+    """A regression run's test ``rmse`` beside the baseline it must beat: rmse_of_mean, the test RMSE of predicting
+    y's training mean at every test point, in y's original units as ``rmse`` is (``gpstudy.metrics.rmse``); and
+    worse_than_mean, whether ``rmse`` exceeds it (a finished run of a method that did badly: a learning rate too
+    large gives finite garbage), None where ``rmse`` is not finite (a failed run)."""
+    y_train, y_test = split.original_y(split.y_train), split.original_y(split.y_test)
+    baseline = float(np.sqrt(np.mean(np.square(y_test - y_train.mean()))))
+    return {"rmse_of_mean": baseline, "worse_than_mean": bool(rmse > baseline) if np.isfinite(rmse) else None}
 
 
 def data_sizes(split: Split) -> dict[str, int]:
@@ -431,6 +443,7 @@ def run_splits(
             s: {
                 **data_sizes(splits[s]),
                 **dict.fromkeys(metrics, np.nan),
+                **(against_the_mean(splits[s], np.nan) if "rmse" in metrics else {}),
                 "iterations": settings.iterations,
                 "seconds": np.nan,
                 **run_environment(torch.device(settings.device)),

@@ -115,3 +115,30 @@ def test_two_metrics_files_of_one_run_are_refused(tmp_path):
         path.write_text(json.dumps(metrics(0, 3.0)))
     with pytest.raises(ValueError, match=f"split 0: {files[0]}, {files[1]}"):
         collect_runs(files)
+
+
+def test_worse_than_the_mean_reads_back_true_false_or_unknown_and_a_stray_value_is_refused(tmp_path):
+    """Issue 49: runs.csv's worse_than_mean (a regression run's rmse above rmse_of_mean) reads back as a
+    nullable boolean: empty beside a failed run and in an older runs.csv; anything but True or False is an
+    error naming the line, column and value."""
+    files = [tmp_path / name / "metrics.json" for name in ("bad", "good", "failed")]
+    for path, run in zip(
+        files,
+        [
+            metrics(0, 500.0, rmse_of_mean=9.0, worse_than_mean=True),
+            metrics(1, 3.0, rmse_of_mean=9.0, worse_than_mean=False),
+            metrics(2, float("nan"), rmse_of_mean=9.0, worse_than_mean=None, status="failed: diverged"),
+        ],
+    ):
+        path.parent.mkdir()
+        path.write_text(json.dumps(run))
+    path = tmp_path / "runs.csv"
+    collect_runs(files).to_csv(path, index=False)
+    runs = read_runs(path)
+    assert runs["worse_than_mean"].tolist() == [True, False, pd.NA] and runs["rmse_of_mean"].tolist() == [9.0] * 3
+    table = pd.read_csv(path)
+    table.drop(columns=["rmse_of_mean", "worse_than_mean"]).to_csv(path, index=False)  # an older version's
+    assert read_runs(path)["worse_than_mean"].isna().all() and read_runs(path)["rmse_of_mean"].isna().all()
+    table.assign(worse_than_mean=["True", "maybe", ""]).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"line 3, column 'worse_than_mean': 'maybe' is neither True nor False"):
+        read_runs(path)

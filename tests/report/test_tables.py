@@ -2,6 +2,8 @@
 methods it quotes (Table 2), and the files write_table writes (the HTML page: the report's)."""
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,11 +11,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from gpstudy.data import load_split
+from gpstudy.report.results import read_runs
 from gpstudy.report.tables import experiment_table, mean_and_se, write_table
 from gpstudy.runtime.environment import RECORDED
 from gpstudy.study import variant_labels
 
 PAPER_ITERATIONS, PAPER_SPLITS = 10000, 20  # Tables 3-4's protocol (appendix B.2)
+REPO = Path(__file__).resolve().parents[2]
 
 COLUMNS = ["experiment", "dataset", "method", "M", "split", "rmse", "test_ll", "status"]
 
@@ -264,6 +269,59 @@ def test_a_cell_whose_runs_used_fewer_points_than_m_is_marked(tmp_path):
     assert "†: fewer points than M, as many as the training set holds (Boston SVGP 500: 455)." in markdown
     tex = (tmp_path / "t.tex").read_text(encoding="utf-8")
     assert r"3.500 $\pm$ 0.354$^\dagger$ (" in tex and tex.count(r"$^\dagger$") == 2  # the cell and the caption
+
+
+HOT_STUDY = {  # one split of Boston: SVGP as configured, and GPNet at a learning rate of 100
+    "datasets": ["boston"],
+    "splits": 1,
+    "device": "cpu",
+    "training": {"iterations": 100, "lr": 0.01, "eval_every": 50, "pretrain_iterations": 100},
+    "methods": {"gpnet": {"hidden_units": 20}},
+    "variants": {"gpnet_hot": {"method": "gpnet", "lr": 100, "label": "GPNet lr 100"}},
+    "experiments": {
+        "hot": {"datasets": ["boston"], "outputs": ["tables"], "methods": {"svgp": [10], "gpnet_hot": [5]}}
+    },
+    "run_experiments": ["hot"],
+}
+
+
+def test_a_run_worse_than_the_training_mean_is_flagged_in_runs_csv_and_marked_in_the_tables(tmp_path, shared_data):
+    """Issue 49: training.lr 100 gave finite garbage reported as ok (GPNet's RMSE in the thousands where y's std
+    is 9). Through Snakemake: the row stays ok, runs.csv says it is worse than predicting y's training mean (whose
+    test RMSE it holds), and its cell is marked in every rendering of the table, the mark said in the caption."""
+    (tmp_path / "hot.yaml").write_text(yaml.safe_dump({**HOT_STUDY, "mirror": str(shared_data)}))
+    targets = ["results/runs.csv", "results/tables/hot_rmse.md"]
+    command = [str(Path(sys.executable).with_name("snakemake")), "-s", str(REPO / "Snakefile"), "--cores", "2"]
+    run = subprocess.run(
+        [*command, *targets, "--directory", str(tmp_path / "work"), "--configfile", str(tmp_path / "hot.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    runs = read_runs(tmp_path / "work/results/runs.csv").set_index("method")
+    split = load_split(tmp_path / "work/data/splits/boston/random/split0.npz")
+    y_train, y_test = split.original_y(split.y_train), split.original_y(split.y_test)
+    baseline = np.sqrt(np.mean((y_test - y_train.mean()) ** 2))
+    assert 0.5 < baseline / y_train.std() < 2  # about y's std: in y's units, as rmse is
+    assert runs["rmse_of_mean"].tolist() == [pytest.approx(baseline, rel=1e-12)] * 2
+    assert runs.loc["gpnet_hot", "rmse"] > 10 * baseline and runs.loc["svgp", "rmse"] < 0.8 * baseline
+    assert runs["worse_than_mean"].to_dict() == {"gpnet_hot": True, "svgp": False}
+    assert (runs["status"] == "ok").all()
+    tables = tmp_path / "work/results/tables"
+    assert pd.read_csv(tables / "hot_rmse.csv").set_index("method")["worse_than_mean"].to_dict() == {
+        "gpnet_hot": 1,
+        "svgp": 0,
+    }
+    markdown = (tables / "hot_rmse.md").read_text(encoding="utf-8")
+    header, _, boston = ([cell.strip() for cell in line.strip("|").split("|")] for line in markdown.splitlines()[-3:])
+    cells = dict(zip(header[3:], boston[3:]))
+    assert cells["GPNet lr 100 5"].endswith("‡") and "‡" not in cells["SVGP 10"]
+    legend = "‡: runs whose test RMSE is worse than predicting y's training mean at every test point"
+    assert legend in markdown and "(Boston GPNet lr 100 5: 1 of 1)." in markdown
+    tex = (tables / "hot_rmse.tex").read_text(encoding="utf-8")
+    assert tex.count(r"$^\ddagger$") == 2  # the cell and the caption
+    assert (tables / "hot_rmse.html").read_text(encoding="utf-8").count("‡") == 2
 
 
 def _markdown_of(runs: pd.DataFrame, tmp_path) -> str:

@@ -15,6 +15,7 @@ from gpstudy.linalg import CholeskyError
 from gpstudy.study import RunSettings, run_settings
 from gpstudy.training.run import (
     PRETRAINING_READS,
+    against_the_mean,
     initial_kernel,
     method_config,
     pretrain_splits,
@@ -84,6 +85,39 @@ def test_a_run_records_the_rows_and_inputs_it_learned_from(settings_for, tmp_pat
     results = train_splits({0: split}, run, {0: tmp_path}, tmp_path / "checkpoint.pt")
     assert (results[0]["n_train"], results[0]["n_test"], results[0]["D"]) == (n, n_test, d)
     assert results[0]["dtype"] == "float32"
+
+
+@pytest.mark.parametrize(
+    "y_train, y_test, y_mean, y_std, baseline",
+    [
+        ([-1.0, 1.0], [0.5, 1.5], 10.0, 2.0, np.sqrt(5)),  # standardized: [8, 12] and [11, 13], residuals 1 and 3
+        ([2.0, 4.0], [3.0, 6.0], 0.0, 1.0, np.sqrt(4.5)),  # not standardized: the training mean is 3, not 0
+    ],
+)
+def test_the_mean_baseline_is_the_rmse_of_ys_training_mean_in_original_units(y_train, y_test, y_mean, y_std, baseline):
+    """Issue 49: rmse_of_mean is the test RMSE of predicting the training mean of y at every test point, in the
+    units of the reported rmse; worse_than_mean says whether a run's rmse exceeds it (None for a failed run)."""
+    split = replace(small_split(), y_train=np.array(y_train), y_test=np.array(y_test), y_mean=y_mean, y_std=y_std)
+    assert against_the_mean(split, baseline * 1.01) == {
+        "rmse_of_mean": pytest.approx(baseline),
+        "worse_than_mean": True,
+    }
+    assert against_the_mean(split, baseline * 0.99)["worse_than_mean"] is False
+    assert against_the_mean(split, float("nan"))["worse_than_mean"] is None
+
+
+def test_a_regression_run_records_its_mean_baseline_and_a_failed_one_no_verdict(settings_for, tmp_path, monkeypatch):
+    """metrics.json of a finished run holds rmse_of_mean and worse_than_mean beside rmse; a failed run (no
+    Cholesky) the baseline and no verdict."""
+    run = settings_for("svgp", 4, iterations=2, batch_size=8, eval_every=1, pretrain=False, device="cpu")
+    metrics = run_splits({0: small_split()}, run, {0: tmp_path}, tmp_path / "checkpoint.pt", {0: {}})[0]
+    expected = against_the_mean(small_split(), metrics["rmse"])
+    assert read_json(tmp_path / "metrics.json") | expected == read_json(tmp_path / "metrics.json")
+    monkeypatch.setattr(run_module, "fit", lambda *args, **kwargs: (_ for _ in ()).throw(CholeskyError("x")))
+    again = tmp_path / "again"  # not the finished record of the first, which a rerun restores untrained
+    again.mkdir()
+    failed = run_splits({0: small_split()}, run, {0: again}, again / "checkpoint.pt", {0: {}})[0]
+    assert failed["rmse_of_mean"] == expected["rmse_of_mean"] and failed["worse_than_mean"] is None
 
 
 def test_a_job_sets_its_linear_algebra_library_for_its_device(settings_for, monkeypatch):
