@@ -96,6 +96,20 @@ def check_splits(config: dict, dataset: str, splits: list[int]) -> None:
             raise Refusal(f"split {split}: {dataset} has splits 0 to {len(made) - 1} under this config")
 
 
+def check_folder(folder: Path, option: str) -> None:
+    """Refuse in one line naming the path a folder ``option`` names that cannot be made or written in: the
+    nearest of it and its parents that exists must be a folder one can write in (not a file; its permissions, a
+    read-only file system). Nothing is made, so that a later refusal leaves nothing behind."""
+    try:
+        existing = next(path for path in (folder, *folder.parents) if path.exists())
+    except OSError as error:  # a parent one may not look into
+        raise Refusal(f"{option} {folder}: {error.strerror}: {error.filename}") from None
+    if not existing.is_dir():
+        raise Refusal(f"{option} {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise Refusal(f"{option} {folder}: cannot write in {existing} (its permissions or a read-only file system)")
+
+
 def recorded_hashes(dataset: "Dataset", root: Path = Path(".")) -> list[str]:
     """Lines on each file of ``dataset`` that no trusted sha256 pins: the sha256 its raw manifests under
     ``root`` recorded at the first fetch (later reads are checked against it), as a config pins it."""
@@ -349,6 +363,7 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     out = args.out or Path(RUN_DIR.format(splits="-".join(map(str, splits)), **labels))
     out_dirs = {s: out if len(splits) == 1 else out / paths.SPLIT_FOLDER.format(split=s) for s in splits}
     check_splits(config, args.dataset, splits)
+    check_folder(out, "--out" if args.out else f"the run folder (--out's default {RUN_DIR})")  # before any file
     split_files = {s: ensure_split(config, args.dataset, s) for s in splits}
     with progress.bars(progress.watched()):  # a bar on a terminal, none when the output goes to a file
         pretrained = (

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,9 @@ BAD = {  # command -> (its words with one bad value, what its line must name), e
         (["train", *RUN, "--config", "training.lr=nan"], "training.lr"),
         (["train", *RUN, "--mirror", "/nowhere"], "mirror '/nowhere'"),
         (["train", *RUN, "--out"], "--out: expected one argument"),
+        # issue 49: under a file, or a file itself (a traceback after the data were prepared)
+        (["train", *RUN, "--out", f"{os.devnull}/run"], f"--out {os.devnull}/run: {os.devnull} is a file, not a"),
+        (["train", *RUN, "--out", os.devnull], f"--out {os.devnull}: {os.devnull} is a file, not a folder"),
     ],
     "settings": [
         (["settings", "--dataset", "bostn", *RUN[2:]], "unknown data set 'bostn'; did you mean 'boston'?"),
@@ -232,6 +236,34 @@ def test_every_command_is_driven_with_bad_input():
 
 
 CASES = [case for cases in BAD.values() for case in cases]
+
+
+def test_every_out_option_is_driven_with_a_folder_under_a_file():
+    """Issue 49: each command that takes --out has a case above whose --out lies under a file."""
+    commands = command_line()._subparsers._group_actions[0].choices
+    taking = {name for name, parser in commands.items() if "--out" in parser._option_string_actions}
+    driven = {words[0] for words, _ in CASES if f"{os.devnull}/run" in words}
+    assert taking == driven == {"train"}
+
+
+def test_an_out_folder_on_a_read_only_file_system_is_one_line(tmp_path):
+    """Issue 49: --out in a read-only folder (a read-only tmpfs in a mount namespace of its own, so that even
+    root cannot write there; skipped where no such namespace can be made): one line naming it, exit status 2."""
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    probe = shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True)  # util-linux
+    if not probe or probe.returncode != 0:
+        pytest.skip(f"no user and mount namespace here: {probe and probe.stderr.decode().strip()}")
+    gpstudy = Path(sys.executable).with_name("gpstudy")
+    script = f"mount -t tmpfs -o ro tmpfs {folder} && cd {tmp_path} && exec {gpstudy} train {' '.join(RUN)} --out"
+    run = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"{script} {folder}/run"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == REFUSED and run.stdout == "", run
+    assert run.stderr == (
+        f"gpstudy train: --out {folder}/run: cannot write in {folder} (its permissions or a read-only file system)\n"
+    )
+    assert list(tmp_path.iterdir()) == [folder] and list(folder.iterdir()) == []
 
 
 @pytest.mark.parametrize("words, named", CASES, ids=[" ".join(words) for words, _ in CASES])
