@@ -4,6 +4,7 @@ import copy
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -539,11 +540,11 @@ def test_no_config_string_writes_outside_the_study_folders():
     assert {BASE["gpu_lock_dir"], "SVGP fast"} <= set(walked)  # no path parts: they pass
 
 
-@pytest.mark.parametrize(
+NESTED_ALIASES = pytest.mark.parametrize(  # config files of aliases of aliases, and the key each is refused at
     "text, key",
     [
         ("\n".join(f"l{n}: &l{n} [{', '.join([f'*l{n - 1}' if n else '1'] * 9)}]" for n in range(10)), r"\$\.l9"),
-        (
+        (  # Snakemake's merge of --configfile copies these mappings: 9^10 values (docs/configuration.md)
             "\n".join(
                 f"l{n}: &l{n} {{{', '.join(f'k{i}: *l{n - 1}' if n else f'k{i}: 1' for i in range(9))}}}"
                 for n in range(10)
@@ -554,6 +555,10 @@ def test_no_config_string_writes_outside_the_study_folders():
     ],
     ids=["billion-laughs", "of-mappings", "recursive"],
 )
+REFUSAL_SECONDS = 5  # the project's own reading of such a file refuses it within this (measured: under 0.1 s)
+
+
+@NESTED_ALIASES
 def test_the_cli_refuses_a_config_of_nested_aliases_in_seconds(tmp_path, text, key):
     """``gpstudy settings`` on nested aliases: one line naming the file and key, without expanding them."""
     (tmp_path / "bomb.yaml").write_text(text)
@@ -572,6 +577,21 @@ def test_the_cli_refuses_a_config_of_nested_aliases_in_seconds(tmp_path, text, k
     )
     assert run.returncode != 0 and "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert re.search(rf"config file \S+bomb\.yaml: key {key}: more than 100000 values", run.stderr), run.stderr
+
+
+@NESTED_ALIASES
+def test_settings_refuse_nested_aliases_within_a_bounded_time(tmp_path, capsys, text, key):
+    """Issue 49: what a user can run before handing such a file to Snakemake, whose own merge of --configfile
+    hangs on the mappings' (docs/configuration.md): ``gpstudy settings`` refuses it within REFUSAL_SECONDS."""
+    from gpstudy.cli import REFUSED, main
+
+    (tmp_path / "bomb.yaml").write_text(text)
+    words = ["settings", "--dataset", "boston", "--method", "svgp", "--M", "10", "--configfile"]
+    tic = time.perf_counter()
+    with pytest.raises(SystemExit) as exit:
+        main([*words, str(tmp_path / "bomb.yaml")])
+    assert time.perf_counter() - tic < REFUSAL_SECONDS and exit.value.code == REFUSED
+    assert re.search(rf"bomb\.yaml: key {key}: more than 100000 values", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("label, refused", [("SVGP $M^$", True), ("SVGP $\\frac{1}{$", True), ("SVGP $M^2$", False)])
