@@ -55,6 +55,7 @@ rule violins:
         pdf=f"{paths.VIOLINS}.pdf",
     params:
         labels=variant_names,
+        bases=variant_bases,
     log:
         "logs/aggregate/violins_{experiment}.log",
     benchmark:
@@ -75,6 +76,7 @@ rule posteriors:
     params:
         runs=experiment_runs,
         labels=variant_names,
+        bases=variant_bases,
     log:
         "logs/aggregate/posteriors_{experiment}.log",
     benchmark:
@@ -94,6 +96,7 @@ rule learning_curves:
     params:
         axis=curve_axis,
         labels=variant_names,
+        bases=variant_bases,
     log:
         "logs/aggregate/learning_curves_{experiment}.log",
     benchmark:

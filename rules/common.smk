@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 from gpstudy import paths
 from gpstudy.report.claims import claims_path, settings_gaps
+from gpstudy.report.palette import variant_methods
 from gpstudy.data import PROTOCOLS
 from gpstudy.runtime.job import check_same_code
 from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
@@ -164,6 +165,11 @@ def experiment_own_data(wildcards):
 def variant_names(wildcards):
     """The names the tables and figures print for the config's variants (gpstudy.study.variant_labels)."""
     return variant_labels(config)
+
+
+def variant_bases(wildcards):
+    """Each config variant -> the registered method it runs (gpstudy.report.palette.variant_methods): its hue."""
+    return variant_methods(config)
 
 
 def curve_axis(wildcards):

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpstudy.report.palette import variant_methods
 from gpstudy.report.plots import learning_curves
 from gpstudy.runtime.job import start_job
 
@@ -15,5 +14,5 @@ learning_curves(
     snakemake.wildcards.experiment,
     snakemake.params.axis,
     snakemake.params.labels,
-    variant_methods(snakemake.config),
+    snakemake.params.bases,
 )

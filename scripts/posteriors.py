@@ -5,7 +5,6 @@ from pathlib import Path
 import pandas as pd
 
 from gpstudy.data import load_split
-from gpstudy.report.palette import variant_methods
 from gpstudy.report.plots import posteriors
 from gpstudy.report.results import collect_predictions
 from gpstudy.runtime.job import start_job
@@ -20,5 +19,5 @@ posteriors(
     Path(snakemake.output.png),
     Path(snakemake.output.pdf),
     snakemake.params.labels,
-    variant_methods(snakemake.config),
+    snakemake.params.bases,
 )

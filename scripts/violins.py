@@ -3,7 +3,6 @@ method, PBP beside, of one experiment."""
 
 from pathlib import Path
 
-from gpstudy.report.palette import variant_methods
 from gpstudy.report.plots import violins
 from gpstudy.report.results import read_runs
 from gpstudy.runtime.job import start_job
@@ -16,5 +15,5 @@ violins(
     Path(snakemake.output.png),
     Path(snakemake.output.pdf),
     snakemake.params.labels,
-    variant_methods(snakemake.config),
+    snakemake.params.bases,
 )
