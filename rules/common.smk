@@ -11,13 +11,16 @@ from gpstudy.report.palette import variant_methods
 from gpstudy.data import PROTOCOLS
 from gpstudy.runtime.job import check_same_code
 from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
-from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, own_data, splits_of,
-                           study_jobs, validate_config, variant_labels)
+from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, merge, own_data,
+                           parse_config_entries, splits_of, study_jobs, validate_config, variant_labels)
 from gpstudy.study.settings import exact_gp_settings, run_settings
 from gpstudy.study.validate import tabulate_params
 from gpstudy.training.run import PRETRAIN_THREADS, pretraining_reads
 
 check_same_code(os.path.join(workflow.basedir, "gpstudy"))  # the plan's code is the checkout's, as every job checks
+# Snakemake read a --config value nested in a mapping as a string ('training={lr: 0.1}': '0.1'); its entries read as
+# the gpstudy commands read them (YAML values, as a config file's) replace what it read
+merge(config, parse_config_entries(workflow.config_settings.config_args or []))
 validate_config(config)
 
 JOBS = study_jobs(config)

@@ -1,5 +1,6 @@
-"""Issue 47, item 1: the gpstudy command reads ``--config`` as Snakemake does, and starts where Snakemake is not
-installed (a GPU node without network)."""
+"""Issue 47, item 1: the gpstudy command reads ``--config`` without Snakemake, and starts where Snakemake is not
+installed (a GPU node without network). Issue 48, item 1: it reads Hydra's overrides (dotted keys, YAML values),
+and the workflow reads Snakemake's entries the same way (rules/common.smk)."""
 
 import json
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpstudy.study import ConfigError, parse_config_entries
+from gpstudy.study import ConfigError, merge, parse_config_entries
 
 REPO = Path(__file__).resolve().parents[1]
 VALUES = [  # one --config entry each: every kind of value the study's command lines give, and the odd ones
@@ -68,7 +69,10 @@ REFUSED = [  # Snakemake refuses these (ValueError) or fails on them (an Asserti
     "a=5",
     "1x=5",
     "x-=5",
-    "methods.exact.device=cuda",
+    ".lr=0.1",
+    "training..lr=0.1",
+    "training.=0.1",
+    "1x.lr=0.1",
     "value=#comment",
     "value=   ",
 ]
@@ -79,10 +83,52 @@ def typed(value: object) -> str:
     return repr(value)
 
 
+READINGS = [  # entries -> what the gpstudy commands and the workflow read: a value as a config file's YAML
+    (["training.lr=0.1"], {"training": {"lr": 0.1}}),
+    (["experiments.uci.methods.svgp=[50,100]"], {"experiments": {"uci": {"methods": {"svgp": [50, 100]}}}}),
+    (["seed=3"], {"seed": 3}),
+    (["training.lr=1e-3"], {"training": {"lr": 0.001}}),  # a number, though YAML 1.1 reads 1e-3 as a string
+    (["training={lr: 0.1, pretrain: true}"], {"training": {"lr": 0.1, "pretrain": True}}),
+    (["mirror=null"], {"mirror": None}),
+    (["mirror="], {"mirror": None}),
+    (["device=cuda:0"], {"device": "cuda:0"}),
+    (
+        ["dataset_options.boston.methods.gpnet.measurement=box"],
+        {"dataset_options": {"boston": {"methods": {"gpnet": {"measurement": "box"}}}}},
+    ),
+    (
+        ["dataset_options.3droad.lr=0.5"],
+        {"dataset_options": {"3droad": {"lr": 0.5}}},
+    ),  # only the first key an identifier
+    (["value='50'"], {"value": 50}),  # quotes around the value dropped, as Snakemake drops them
+    (["value=[unclosed"], {"value": "[unclosed"}),  # not YAML: the string
+    (["training.lr=0.1", "training.batch_size=20"], {"training": {"lr": 0.1, "batch_size": 20}}),
+    (["training.lr=0.1", "training={lr: 0.2}"], {"training": {"lr": 0.2}}),
+    (["training={lr: 0.2}", "training.lr=0.1"], {"training": {"lr": 0.1}}),
+]
+
+
+@pytest.mark.parametrize("entries, read", READINGS, ids=[" ".join(entries) for entries, _ in READINGS])
+def test_dotted_keys_and_yaml_values_read_as_hydras_overrides(entries, read):
+    assert typed(parse_config_entries(entries)) == typed(read)
+
+
 @pytest.mark.parametrize("entries", [[entry] for entry in VALUES] + SEQUENCES, ids=str)
-def test_entries_read_as_snakemakes_parser_reads_them(entries):
+def test_the_workflow_reads_snakemakes_entries_as_the_commands_read_them(entries):
+    """The Snakefile merges ``parse_config_entries`` of its ``--config`` entries over what Snakemake's parser
+    read (nested scalars as strings): nothing of Snakemake's reading is left."""
     parse_config = pytest.importorskip("snakemake.cli").parse_config
-    assert typed(parse_config_entries(entries)) == typed(parse_config(entries))
+    config = parse_config(entries)
+    merge(config, parse_config_entries(entries))
+    assert typed(config) == typed(parse_config_entries(entries))
+
+
+def test_snakemakes_parser_refuses_a_dotted_key_and_reads_nested_numbers_as_strings():
+    """What docs/configuration.md's Sweeps section says of this Snakemake: the workflow never sees a dotted key."""
+    parse_config = pytest.importorskip("snakemake.cli").parse_config
+    with pytest.raises(ValueError, match="Config entry must start with a valid identifier"):
+        parse_config(["training.lr=0.1"])
+    assert parse_config(["training={lr: 0.1}"]) == {"training": {"lr": "0.1"}}
 
 
 @pytest.mark.parametrize("entry", REFUSED)

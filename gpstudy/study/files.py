@@ -1,6 +1,6 @@
 """Config files read and merged in order, as Snakemake merges ``--configfile`` over ``config.yaml``,
 recording which file set each value and on which line (``gpstudy settings`` prints it beside the value);
-``--config`` entries read as Snakemake reads them, without Snakemake."""
+``--config`` entries (dotted keys, YAML values) read without Snakemake."""
 
 import copy
 import re
@@ -81,16 +81,20 @@ def load_traced_config(
 
 
 def parse_config_entries(entries: Iterable[str]) -> dict[str, Any]:
-    """Snakemake's ``--config`` entries read as Snakemake reads them (``snakemake.cli.parse_config``; the
-    equality is tested on a table of entries), without Snakemake: ``key=value`` split at the first ``=``,
-    quotes around the value dropped; the value an int, else a float, else ``True``/``False``, else YAML
-    whose scalars stay strings (PyYAML's ``BaseLoader``: ``[boston]`` a list, ``{exact: {device: cuda}}``
-    a mapping, ``null`` the string ``'null'``), else the string itself; an empty value None. Entries are
-    merged in order (:func:`merge`: a mapping merged key by key into the mapping an earlier entry set).
+    """``--config`` entries as the gpstudy commands and the workflow read them (Hydra's overrides): ``key=value``
+    split at the first ``=``, quotes around the value dropped (as Snakemake drops them); the key a name or a
+    dotted path of keys (``training.lr``, ``experiments.uci.methods.svgp``: a nested mapping, merged key by
+    key); the value an int, else a float (``1e-3`` too), else YAML read as a config file is read
+    (``yaml.safe_load``: ``[50, 100]`` a list, ``{lr: 0.1}`` a mapping of a number, ``null`` None, ``true`` True),
+    else the string itself; an empty value None. Entries are merged in order (:func:`merge`: a mapping merged key
+    by key into the mapping an earlier entry set). Snakemake's own parser (``snakemake.cli.parse_config``) refuses a
+    dotted key and reads a nested scalar as a string; the Snakefile merges this reading of its entries over the
+    config Snakemake built (rules/common.smk), so the workflow's config is the commands' (tests/test_cli_config.py).
 
     Raises:
-        ConfigError: an entry that is not ``key=value``, a key that is not an identifier (hyphens allowed
-            inside), a value that is an empty YAML document (``#...``, blanks; Snakemake fails on it too).
+        ConfigError: an entry that is not ``key=value``, a key that is not an identifier (hyphens allowed inside)
+            or a dotted path of keys under one, a value that is an empty YAML document (``#...``, blanks;
+            Snakemake fails on it too).
     """
     parsed: dict[str, Any] = {}
     for entry in entries:
@@ -99,12 +103,16 @@ def parse_config_entries(entries: Iterable[str]) -> dict[str, Any]:
             raise ConfigError(
                 f"--config: {entry!r}: entries are name=value pairs; a config file goes after --configfile"
             )
-        if not CONFIG_ENTRY_KEY.fullmatch(key):
+        top, *inner = key.split(".")
+        if not CONFIG_ENTRY_KEY.fullmatch(top) or not all(inner):
             raise ConfigError(
                 f"--config: {entry!r}: the key {key!r} is no identifier (letters, digits, _ and - inside, "
-                "a letter or _ first, no dots: a nested key is a mapping, 'methods={exact: {device: cuda}}')"
+                "a letter or _ first) nor a dotted path of keys under one (training.lr)"
             )
-        merge(parsed, {key: _config_value(entry, text.strip("'\""))})
+        value = _config_value(entry, text.strip("'\""))
+        for name in reversed(inner):
+            value = {name: value}
+        merge(parsed, {top: value})
     return parsed
 
 
@@ -112,18 +120,17 @@ def _config_value(entry: str, text: str) -> Any:
     """The value of a ``--config`` entry, as :func:`parse_config_entries` says."""
     if text == "":
         return None
-    for parse in (int, float, {"True": True, "False": False}.__getitem__):
+    for parse in (int, float):
         try:
             return parse(text)
-        except (ValueError, KeyError):
+        except ValueError:
             pass
     try:
-        value = yaml.load(text, Loader=yaml.BaseLoader)
+        if yaml.compose(text, Loader=yaml.SafeLoader) is None:
+            raise ConfigError(f"--config: {entry!r}: the value is empty as YAML; an empty value is written key=")
+        return yaml.safe_load(text)
     except yaml.YAMLError:
         return text
-    if value is None:
-        raise ConfigError(f"--config: {entry!r}: the value is empty as YAML; an empty value is written key=")
-    return value
 
 
 def source_name(path: str | Path) -> str:
