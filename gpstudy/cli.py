@@ -10,12 +10,13 @@ import difflib
 import logging
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import gpstudy
 from gpstudy import paths
-from gpstudy.io import read_json
+from gpstudy.io import read_json, write_json
 
 if TYPE_CHECKING:
     from gpstudy.data import Dataset
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 OVERRIDES_SOURCE = "--config"  # where `gpstudy settings` says an override of its --config came from
 RUN_DIR = "results/cli/{dataset}/{method}/M{M}/split{splits}"  # default --out of `gpstudy train` ({splits}: 0-1-2)
 PRETRAINED = "pretrained.json"  # in a split's run folder: the pretrained hyperparameters its training starts from
+SETTINGS = "settings.json"  # in a split's run folder: the resolved settings it trained with (a sweep's values)
 REFUSED = 2  # the exit status of a refused command line, config or input (argparse's own)
 
 
@@ -140,9 +142,8 @@ def snakemake_config(
 ) -> tuple[dict[str, Any], "Sources"]:
     """The config a Snakemake started with ``--configfile *configfiles --config *entries`` (here) builds, and
     where each value was set: the packaged config.yaml, each file merged over it in order, then the entries,
-    read as Snakemake's parser reads them (:func:`gpstudy.study.files.parse_config_entries`: int, float,
-    True/False, else YAML read as strings; no Snakemake needed), then ``overrides`` (a command's own options,
-    e.g. ``--mirror``).
+    read as the workflow reads them (:func:`gpstudy.study.files.parse_config_entries`: dotted keys, YAML values;
+    no Snakemake needed), then ``overrides`` (a command's own options, e.g. ``--mirror``).
 
     Raises:
         ConfigError: a file that does not exist, an entry that is not ``key=value``, a config the schema refuses.
@@ -178,8 +179,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="as snakemake's, read as Snakemake reads them (no Snakemake needed) and merged last: "
-        "iterations=50 'datasets=[boston]'",
+        help="as snakemake's, merged last; a dotted key sets one nested key, a value is read as YAML "
+        "(gpstudy.study.parse_config_entries; no Snakemake needed): training.lr=0.1 'datasets=[boston]'",
     )
 
 
@@ -197,7 +198,9 @@ def command_line() -> argparse.ArgumentParser:
     prepare.add_argument("--splits", type=count(0), nargs="*", help="split indices (default: all of the config's)")
     add_config_arguments(prepare)
     prepare.add_argument("--mirror", help="local directory or file:// URL tried before the network")
-    train = commands.add_parser("train", help="train one method on splits (one batch); write metrics.json")
+    train = commands.add_parser(
+        "train", help=f"train one method on splits (one batch); write metrics.json and {SETTINGS}"
+    )
     train.add_argument("--dataset", required=True, help="a registered data set or one the config defines")
     train.add_argument(
         "--split", type=count(0), nargs="+", default=[0], help="split indices, trained as one batch (default: 0)"
@@ -340,7 +343,8 @@ def prepare_splits(config: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
-    """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics.
+    """``gpstudy train``: one method on the splits of one data set as one batch; prints each split's metrics and
+    writes the settings it trained with beside them (``SETTINGS``: a sweep's runs say their values).
     Where the settings pretrain, each split is first pretrained as the workflow's pretrain job does it
     (:func:`pretrain_like_the_workflow`), and the training starts from those hyperparameters."""
     import torch
@@ -381,6 +385,7 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
         )
     names = TASK_METRICS[LIKELIHOODS[settings.likelihood].task]
     for s, metrics in results.items():
+        write_json(out_dirs[s] / SETTINGS, asdict(settings))
         values = ", ".join(f"{name} {metrics[name]:.4g}" for name in names)
         print(f"{out_dirs[s] / 'metrics.json'}: {values}, {metrics['status']}")
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import gpstudy
-from gpstudy.cli import REFUSED, command_line, main
+from gpstudy.cli import REFUSED, SETTINGS, command_line, main
 from gpstudy.study import DEFAULT_CONFIG
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,6 +104,45 @@ def test_train_several_splits_as_one_batch(tmp_path, monkeypatch, shared_data, c
     assert all(m["batch_splits"] == [0, 1] for m in metrics) and metrics[0]["rmse"] != metrics[1]["rmse"]
     assert metrics[0]["seconds"] == metrics[1]["seconds"]  # the batch's training time
     assert not (out / "checkpoint.pt").exists() and capsys.readouterr().out.count("metrics.json") == 2
+
+
+def test_a_sweep_of_two_learning_rates_from_the_command_line_gives_two_runs_recording_them(
+    tmp_path, monkeypatch, shared_data, capsys
+):
+    """Issue 48, item 1: a Hydra-style override per run (``--config training.lr=...``), one run folder each."""
+    monkeypatch.chdir(tmp_path)
+    rates = {"0.1": 0.1, "0.003": 0.003}
+    for text in rates:
+        main(
+            [
+                *["train", "--configfile", str(REPO / "configs/quick.yaml"), "--dataset", "snelson"],
+                *["--method", "svgp", "--M", "5", "--iterations", "20", "--mirror", str(shared_data)],
+                *[
+                    "--out",
+                    f"sweep/lr{text}",
+                    "--config",
+                    f"training.lr={text}",
+                    "dataset_options.snelson.pretrain=false",
+                ],
+            ]
+        )
+    runs = {text: tmp_path / f"sweep/lr{text}" for text in rates}
+    settings = {text: json.loads((run / SETTINGS).read_text()) for text, run in runs.items()}
+    assert {text: recorded["lr"] for text, recorded in settings.items()} == rates
+    assert all(recorded["pretrain"] is False and recorded["iterations"] == 20 for recorded in settings.values())
+    metrics = [json.loads((run / "metrics.json").read_text()) for run in runs.values()]
+    assert all(m["status"] == "ok" for m in metrics) and metrics[0]["rmse"] != metrics[1]["rmse"]
+    assert capsys.readouterr().out.count("metrics.json") == 2
+
+
+@pytest.mark.parametrize("entry", ["training.lr=0.1", "training={lr: 0.1}"])
+def test_settings_names_a_command_line_override_as_the_layer_that_set_it(tmp_path, monkeypatch, capsys, entry):
+    """Issue 48, item 1: the dotted override and Snakemake's nested form are one setting, a number, from --config."""
+    monkeypatch.chdir(tmp_path)
+    main(["settings", "--dataset", "boston", "--method", "svgp", "--M", "50", "--config", entry, "seed=3"])
+    printed = capsys.readouterr().out
+    assert re.search(r"^lr = 0\.1 +--config: training\.lr$", printed, re.M), printed
+    assert re.search(r"^seed = 3 +--config: seed$", printed, re.M), printed
 
 
 COMMANDS = {"settings": ["--method", "svgp", "--M", "5"], "prepare": [], "train": ["--method", "svgp", "--M", "5"]}
@@ -220,6 +259,13 @@ BAD = {  # command -> (its words with one bad value, what its line must name), e
         (["settings", *RUN, "--M", "-1"], "--M: -1 is less than 1"),
         (["settings", *RUN, "--configfile", "nowhere.yaml"], "config file nowhere.yaml: no such"),
         (["settings", *RUN, "--config", "seed=-1"], "$.seed: -1 is less than the minimum"),
+        # issue 48: a dotted path into a key that does not exist, refused as a config file's unknown key
+        (
+            ["settings", *RUN, "--config", "training.lrr=0.1"],
+            "$.training: Additional properties are not allowed ('lrr'",
+        ),
+        (["settings", *RUN, "--config", "trainin.lr=0.1"], "$: Additional properties are not allowed ('trainin'"),
+        (["settings", *RUN, "--config", "training.lr=-0.1"], "$.training.lr: -0.1 is less than or equal to"),
     ],
     "compare": [
         (["compare", "nowhere", "."], "nowhere: no such folder"),

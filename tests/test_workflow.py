@@ -39,7 +39,8 @@ jobs = []
 def record(self, job):  # the dry run's executor: note the job's device and resources, run nothing
     settings = getattr(job.params, "settings", None)
     jobs.append({"rule": job.rule.name, "device": settings and settings["device"], "gpu": job.resources.get("gpu", 0),
-                 "runtime": job.resources.get("runtime"), "slurm_extra": job.resources.get("slurm_extra")})
+                 "runtime": job.resources.get("runtime"), "slurm_extra": job.resources.get("slurm_extra"),
+                 "lr": settings and settings.get("lr"), "wildcards": dict(job.wildcards)})
     self.report_job_submission(dryrun.SubmittedJobInfo(job=job))
     self.report_job_success(dryrun.SubmittedJobInfo(job=job))
 
@@ -184,12 +185,36 @@ def test_every_job_on_cuda_asks_for_a_gpu(tmp_path, profile, args, fake_gpu, stu
     assert {job["slurm_extra"] for job in train} == warning
 
 
+def test_a_sweep_value_on_snakemakes_command_line_reaches_the_jobs_typed(tmp_path):
+    """Issue 48, item 1: Snakemake reads a value nested in a --config mapping as a string ('0.1', refused by the
+    schema); the workflow reads its entries as the gpstudy commands do (docs/configuration.md, Sweeps)."""
+    overrides = ["training={lr: 0.1}", "experiments={uci: {methods: {svgp: [50, 100]}}}", "seed=3"]
+    jobs = planned_jobs(tmp_path, "default", "--configfile", str(REPO / "configs/quick.yaml"), "--config", *overrides)
+    train = [job for job in jobs if job["rule"] == "train"]
+    svgp = [job for job in train if job["wildcards"]["method"] == "svgp"]
+    assert svgp and {job["lr"] for job in svgp} == {0.1}
+    uci = {
+        (job["wildcards"]["dataset"], job["wildcards"]["M"]) for job in svgp if job["wildcards"]["experiment"] == "uci"
+    }
+    assert uci == {(dataset, M) for dataset in ("boston", "concrete") for M in ("50", "100")}
+
+
+def test_snakemake_refuses_a_dotted_key_before_the_workflow_starts(tmp_path):
+    """What docs/configuration.md's Sweeps section says: Snakemake's own parser refuses ``training.lr=0.1``."""
+    run = snakemake(tmp_path, "-n", "--config", "training.lr=0.1", config="configs/quick.yaml", timeout=120)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and "Config entry must start with a valid identifier" in output, output
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
         ("datasets=[boston,bostn]", r"\$\.datasets\[1\]: unknown data set 'bostn'"),
         ("splits=-1", r"\$\.splits: -1 is less than the minimum of 1"),
         ("mirrror=/tmp", r"'mirrror' was unexpected"),
+        ("training={lrr: 0.1}", r"\$\.training: Additional properties are not allowed \('lrr' was unexpected\)"),
+        ("training={lr: -0.1}", r"\$\.training\.lr: -0\.1 is less than or equal to the minimum of 0"),  # a number
     ],
 )
 def test_config_error_stops_before_any_job(tmp_path, override, message):
