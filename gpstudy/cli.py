@@ -285,6 +285,7 @@ def run_command(args: argparse.Namespace) -> None:
         return
     from gpstudy.data import DataError, FetchError
     from gpstudy.study import ConfigError, SettingsError, method_names, user_datasets
+    from gpstudy.study.validate import check_mirror
 
     given = {key: getattr(args, key, None) for key in ("mirror", "iterations", "device")}  # the schema checks them
     try:  # a missing or bad file, a bad entry, key, setting, name or file: one line naming it, no traceback
@@ -294,6 +295,7 @@ def run_command(args: argparse.Namespace) -> None:
         known("data set", args.dataset, [*DATASETS, *user_datasets(config)])
         if "method" in args:
             known("method", args.method, method_names(config))
+        check_mirror(config, [args.dataset])
         if args.command == "settings":
             show_settings(config, sources, args)
         elif args.command == "prepare":

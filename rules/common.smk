@@ -14,7 +14,7 @@ from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
 from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, merge, own_data,
                            parse_config_entries, splits_of, study_jobs, validate_config, variant_labels)
 from gpstudy.study.settings import exact_gp_settings, run_settings
-from gpstudy.study.validate import tabulate_params
+from gpstudy.study.validate import check_mirror, tabulate_params
 from gpstudy.training.run import PRETRAIN_THREADS, pretraining_reads
 
 check_same_code(os.path.join(workflow.basedir, "gpstudy"))  # the plan's code is the checkout's, as every job checks
@@ -24,6 +24,8 @@ merge(config, parse_config_entries(workflow.config_settings.config_args or []))
 validate_config(config)
 
 JOBS = study_jobs(config)
+if workflow.is_main_process:  # the process that runs the fetch jobs (a local rule), not a cluster job's own
+    check_mirror(config, sorted({job.dataset for job in JOBS}))
 EXPERIMENTS = sorted({job.experiment for job in JOBS})
 
 

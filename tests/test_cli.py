@@ -231,6 +231,8 @@ BAD = {  # command -> (its words with one bad value, what its line must name), e
         (["prepare", "--dataset", "boston", "--configfile", "nowhere.yaml"], "config file nowhere.yaml: no such"),
         (["prepare", "--dataset", "boston", "--config", "splits=0"], "$.splits: 0 is less than the minimum"),
         (["prepare", "--dataset", "boston", "--mirror", "/nowhere"], "mirror '/nowhere'"),
+        # issue 48: a mirror that holds none of the data set's files is the wrong folder
+        (["prepare", "--dataset", "boston", "--mirror", str(REPO)], "holds none of the files to fetch (no "),
         # issue 49: another host's file:// URL was read as this machine's /tmp
         (["prepare", "--dataset", "boston", "--mirror", "file://otherhost/tmp"], "not files of host 'otherhost'"),
     ],
@@ -266,6 +268,7 @@ BAD = {  # command -> (its words with one bad value, what its line must name), e
         ),
         (["settings", *RUN, "--config", "trainin.lr=0.1"], "$: Additional properties are not allowed ('trainin'"),
         (["settings", *RUN, "--config", "training.lr=-0.1"], "$.training.lr: -0.1 is less than or equal to"),
+        (["settings", *RUN, "--config", "mirror=/nowhere"], "$.mirror: mirror '/nowhere': /nowhere is not a directory"),
     ],
     "compare": [
         (["compare", "nowhere", "."], "nowhere: no such folder"),

@@ -215,6 +215,9 @@ def test_snakemake_refuses_a_dotted_key_before_the_workflow_starts(tmp_path):
         ("mirrror=/tmp", r"'mirrror' was unexpected"),
         ("training={lrr: 0.1}", r"\$\.training: Additional properties are not allowed \('lrr' was unexpected\)"),
         ("training={lr: -0.1}", r"\$\.training\.lr: -0\.1 is less than or equal to the minimum of 0"),  # a number
+        # issue 48: a mirror that is no folder, or the wrong one, was found by the fetch job (a 12-line traceback)
+        ("mirror=/nowhere", r"\$\.mirror: mirror '/nowhere': /nowhere is not a directory \(it does not exist\)"),
+        (f"mirror=file://{REPO}", rf"\$\.mirror: 'file://{REPO}' holds none of the files to fetch \(no {REPO}/"),
     ],
 )
 def test_config_error_stops_before_any_job(tmp_path, override, message):

@@ -6,12 +6,14 @@ task and against what the method supports.
 """
 
 import math
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
 from gpstudy import paths
-from gpstudy.data.fetch import FetchError, mirror_path
+from gpstudy.data.fetch import FetchError, mirror_path, mirror_root
 from gpstudy.data.registry import CLASSES, DATASETS, READER_OPTIONS, get_dataset
 from gpstudy.data.split import SIZED_PROTOCOLS, split_sizes
 from gpstudy.data.user import file_spec
@@ -60,7 +62,7 @@ def validate_config(config: dict[str, Any]) -> None:
                 f"invalid configuration:\n  config key $.variants.{name}.label: {label!r} is not mathtext "
                 f"matplotlib can draw in the figures ({problem}); escape a literal dollar as \\$"
             )
-    if config.get("mirror"):  # its form here; whether the folder exists, in the fetch job (on its machine)
+    if config.get("mirror"):  # its form here, on every machine; its folder by check_mirror, where it is read
         try:
             mirror_path(config["mirror"])
         except FetchError as error:
@@ -296,3 +298,31 @@ def oversized(config: Any) -> str | None:
             break
         key, value = f"{key}.{name}", inner
     return key
+
+
+def check_mirror(config: dict[str, Any], datasets: Iterable[str]) -> None:
+    """Refuse the config's ``mirror`` before any job, where it is read (Snakemake's own process, which runs the
+    fetch jobs, a local rule; a gpstudy command): a mirror that names no directory of this machine, or one
+    that holds none of the files of ``datasets`` still to fetch (no raw manifest yet), laid out
+    ``<mirror>/<dataset>/<file>``: the wrong folder. A mirror holding some of them is a partial one: the
+    fetch takes the others from their sources.
+
+    Raises:
+        ConfigError: naming ``$.mirror``, its folder and a file it lacks.
+    """
+    if not config.get("mirror"):
+        return
+    try:
+        root = mirror_root(config["mirror"])
+    except FetchError as error:
+        raise ConfigError(f"invalid configuration:\n  config key $.mirror: {error}") from None
+    wanted = []
+    for name in datasets:
+        protocol = data_plan(config, name).protocol
+        if not Path(paths.RAW_MANIFEST.format(dataset=name, protocol=protocol)).exists():
+            wanted += [root / name / spec.path for spec in dataset_of(config, name).files(protocol)]
+    if wanted and not any(path.is_file() for path in wanted):
+        raise ConfigError(
+            f"invalid configuration:\n  config key $.mirror: {config['mirror']!r} holds none of the files to "
+            f"fetch (no {wanted[0]}); a mirror holds each data set's files as <mirror>/<dataset>/<file>"
+        )
