@@ -24,9 +24,11 @@ merge(config, parse_config_entries(workflow.config_settings.config_args or []))
 validate_config(config)
 
 JOBS = study_jobs(config)
-if workflow.is_main_process:  # the process that runs the fetch jobs (a local rule), not a cluster job's own
-    check_mirror(config, sorted({job.dataset for job in JOBS}))
 EXPERIMENTS = sorted({job.experiment for job in JOBS})
+
+
+onstart:  # before any job, in the process that runs the fetch jobs (a local rule); not in a dry run, which fetches nothing
+    check_mirror(config, sorted({job.dataset for job in JOBS}))
 
 
 wildcard_constraints:  # names as alternatives are escaped: each matches itself only
