@@ -217,7 +217,12 @@ def command_line() -> argparse.ArgumentParser:
         help=f"run folder (default {RUN_DIR}); with several splits, "
         "one folder per split in it: OUT/split{s}/metrics.json",
     )
-    train.add_argument("--threads", type=count(1), help="torch CPU threads (default: torch's)")
+    train.add_argument(
+        "--threads",
+        type=count(1),
+        help="torch CPU threads (default: a pipeline job's, gpstudy.runtime.environment.DEFAULT_THREADS); "
+        "metrics.json records them",
+    )
     shown = commands.add_parser(
         "settings", help="print every resolved setting of one run, each with the file and key path it came from"
     )
@@ -349,17 +354,14 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     writes the settings it trained with beside them (``SETTINGS``: a sweep's runs say their values).
     Where the settings pretrain, each split is first pretrained as the workflow's pretrain job does it
     (:func:`pretrain_like_the_workflow`), and the training starts from those hyperparameters."""
-    import torch
-
     from gpstudy.likelihoods import LIKELIHOODS
     from gpstudy.metrics import TASK_METRICS
+    from gpstudy.runtime.environment import DEFAULT_THREADS, torch_threads
     from gpstudy.runtime.flags import keep_freed_memory
     from gpstudy.study import check_settings, dataset_of, run_settings
     from gpstudy.training import progress, run_job
 
     keep_freed_memory()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     settings = run_settings(
         config, args.dataset, method=args.method, M=args.M
     )  # --iterations and --device are the config's (``run_command``), checked by its schema
@@ -371,7 +373,9 @@ def train_run(config: dict[str, Any], args: argparse.Namespace) -> None:
     check_splits(config, args.dataset, splits)
     check_folder(out, "--out" if args.out else f"the run folder (--out's default {RUN_DIR})")  # before any file
     split_files = {s: ensure_split(config, args.dataset, s) for s in splits}
-    with progress.bars(progress.watched()):  # a bar on a terminal, none when the output goes to a file
+    threads = args.threads or DEFAULT_THREADS
+    logging.getLogger(__name__).info("torch CPU threads: %d (--threads)", threads)
+    with progress.bars(progress.watched()), torch_threads(threads):  # a bar on a terminal, none in a file
         pretrained = (
             pretrain_like_the_workflow(config, args.dataset, split_files, out_dirs) if settings.pretrain else None
         )

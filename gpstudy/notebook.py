@@ -34,6 +34,7 @@ from gpstudy.methods import Method
 from gpstudy.report.labels import display_names
 from gpstudy.report.palette import color
 from gpstudy.report.plots import posterior_panel
+from gpstudy.runtime.environment import DEFAULT_THREADS, torch_threads
 from gpstudy.study import DEFAULT_CONFIG, RunSettings, check_settings, data_plan, dataset_of, load_config, run_settings
 from gpstudy.training.progress import bars, watched
 from gpstudy.training.run import build_batch, plot_predictions
@@ -44,6 +45,7 @@ PLOT_BAND_STD = 2.0  # Fitted.plot's band: mean ± this many predictive standard
 PLOT_POINTS = 300  # Fitted.plot's grid points
 PLOT_MARGIN = 0.1  # Fitted.plot's grid reaches this share of the training inputs' range beyond each end
 PLOT_SIZE = (6.0, 3.5)  # inches: the figure Fitted.plot makes when given no axes
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Fitted:
         split: the training data standardized, with the statistics that map back to the data's units.
         curve: the learning curve, one dict per evaluation (iteration, seconds, objective).
         seconds: training seconds.
+        threads: torch's CPU threads it trained with.
     """
 
     method: Method
@@ -64,6 +67,13 @@ class Fitted:
     split: Split
     curve: list[dict]
     seconds: float
+    threads: int
+
+    def __repr__(self) -> str:
+        return (
+            f"Fitted({self.settings.method}, M={self.settings.M}, {self.settings.iterations} iterations "
+            f"in {self.seconds:.1f} s on {self.settings.device} with {self.threads} torch CPU thread(s))"
+        )
 
     def predict(self, x: Any) -> pd.DataFrame:
         """The predictive distribution at ``x`` (``[n, D]`` or, for one input, ``[n]``; numpy, torch or a
@@ -110,6 +120,7 @@ def fit(
     configfiles: Sequence[str | Path] = (),
     seed: int | None = None,
     progress: bool = True,
+    threads: int = DEFAULT_THREADS,
     **settings: Any,
 ) -> Fitted:
     """Train ``method`` with ``M`` inducing or measurement points on ``x`` ``[N, D]`` (or ``[N]``: one input)
@@ -127,13 +138,15 @@ def fit(
         progress: show training's progress lines on stderr (iteration k of T, it/s, elapsed, ETA and the
             objective, every ``eval_every`` iterations and every ``gpstudy.training.progress.LOG_SECONDS``), unless
             logging already shows them, and a tqdm bar in a terminal or a Jupyter notebook.
+        threads: torch's CPU threads while it trains (``gpstudy.runtime.environment.DEFAULT_THREADS``, a
+            pipeline job's; the caller's count is restored after); said in the first progress line.
         **settings: any training setting (``iterations``, ``lr``, ``batch_size``, ``eval_every``, ``device``,
             ...) or option of the method (``gpstudy settings`` lists them), overriding the config's.
 
     Raises:
         gpstudy.study.SettingsError: a keyword that is no setting (the message lists the valid ones), a
             value the schema refuses, or settings that do not fit together.
-        ValueError: x and y of other shapes, a None setting, or a classification likelihood.
+        ValueError: x and y of other shapes, a None setting, threads below 1, or a classification likelihood.
         gpstudy.data.DataError: a missing or infinite value in x or y.
     """
     if unset := sorted(key for key, value in settings.items() if value is None):
@@ -148,7 +161,8 @@ def fit(
     check_settings(resolved, ARRAYS if dataset is None else dataset_of(config, dataset))
     split = _training_split(x, y)
     problem, trained, _ = build_batch({0: split}, resolved)
-    with _progress_shown(progress), bars(progress and watched()):
+    with _progress_shown(progress), bars(progress and watched()), torch_threads(threads):
+        log.info("fit: %s at M = %d with %d torch CPU thread(s) (threads=)", method, M, threads)
         curve, seconds = training.fit(
             trained,
             problem.x_train,
@@ -161,7 +175,7 @@ def fit(
             eval_every=resolved.eval_every,  # dict(): no test set, no metrics
             torch_compile=resolved.torch_compile,
         )
-    return Fitted(trained, resolved, split, curve, seconds)
+    return Fitted(trained, resolved, split, curve, seconds, threads)
 
 
 def load_dataset(name: str, mirror: str | None = None, configfiles: Sequence[str | Path] = ()) -> Table:

@@ -76,6 +76,30 @@ def test_train_one_run(tmp_path, monkeypatch, shared_data, capsys):
     assert "rmse" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("threads", [None, 2])
+def test_train_runs_with_its_threads_and_records_them(tmp_path, monkeypatch, shared_data, caplog, request, threads):
+    """``gpstudy train`` trains with ``--threads`` torch CPU threads (a pipeline job's DEFAULT_THREADS when not
+    given), says so, records them in metrics.json, and leaves the caller's count as it was."""
+    import torch
+
+    from gpstudy.runtime.environment import DEFAULT_THREADS
+
+    before = torch.get_num_threads()
+    request.addfinalizer(lambda: torch.set_num_threads(before))
+    torch.set_num_threads(3)
+    monkeypatch.chdir(tmp_path)
+    flag = [] if threads is None else ["--threads", str(threads)]
+    caplog.set_level("INFO", logger="gpstudy.cli")
+    main(
+        ["train", "--dataset", "boston", "--method", "svgp", "--M", "5", "--iterations", "3"]
+        + ["--mirror", str(shared_data), "--config", "device=cpu", *flag]
+    )
+    expected = DEFAULT_THREADS if threads is None else threads
+    metrics = json.loads((tmp_path / "results/cli/boston/svgp/M5/split0/metrics.json").read_text())
+    assert (metrics["status"], metrics["threads"], torch.get_num_threads()) == ("ok", expected, 3)
+    assert f"torch CPU threads: {expected} (--threads)" in caplog.messages
+
+
 def test_train_several_splits_as_one_batch(tmp_path, monkeypatch, shared_data, capsys):
     monkeypatch.chdir(tmp_path)
     main(

@@ -8,9 +8,11 @@ import pytest
 import torch
 from matplotlib.colors import to_rgb
 
+from gpstudy import notebook
 from gpstudy.data import DataError
 from gpstudy.notebook import PROGRESS_LOGGER, fit, load_dataset
 from gpstudy.report.palette import color
+from gpstudy.runtime.environment import DEFAULT_THREADS
 from gpstudy.study import DEFAULT_CONFIG, SettingsError, load_config
 
 QUICK = {"iterations": 10, "eval_every": 5, "device": "cpu", "progress": False}  # a few steps, every check fast
@@ -141,12 +143,46 @@ def test_progress_is_shown_and_logging_left_as_it_was(data, capsys):
     before = (logger.level, logger.propagate, list(logger.handlers))
     fit(*data, "svgp", M=5, **{**QUICK, "progress": True})
     lines = capsys.readouterr().err.splitlines()  # not a terminal: lines, no bar
-    assert [line.split(",")[0] for line in lines[:2]] == [
+    assert [line.split(",")[0] for line in lines[:3]] == [
+        "fit: svgp at M = 5 with 1 torch CPU thread(s) (threads=)",
         "training: iteration 5 of 10 (50%)",
         "training: iteration 10 of 10 (100%)",
     ]
-    assert len(lines) == 3 and lines[2].startswith("training done: objective ")
+    assert len(lines) == 4 and lines[3].startswith("training done: objective ")
     assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+@pytest.mark.parametrize("threads", [None, 1, 2])
+def test_fit_trains_with_its_threads_and_restores_the_callers(data, monkeypatch, request, threads):
+    """fit trains with ``threads`` torch CPU threads (DEFAULT_THREADS when not given), whatever the caller's, says
+    so in its repr, and leaves the caller's count as it was, also when training fails."""
+    caller = 3
+    before = torch.get_num_threads()
+    request.addfinalizer(lambda: torch.set_num_threads(before))
+    torch.set_num_threads(caller)
+    seen = []
+    train = notebook.training.fit
+    monkeypatch.setattr(
+        notebook.training,
+        "fit",
+        lambda *args, **kwargs: (seen.append(torch.get_num_threads()), train(*args, **kwargs))[1],
+    )
+    keywords = {} if threads is None else {"threads": threads}
+    model = fit(*data, "svgp", M=5, **keywords, **QUICK)
+    expected = DEFAULT_THREADS if threads is None else threads
+    assert (seen, model.threads, torch.get_num_threads()) == ([expected], expected, caller)
+    assert repr(model).startswith("Fitted(svgp, M=5, 10 iterations in ")
+    assert repr(model).endswith(f" s on cpu with {expected} torch CPU thread(s))")
+
+    monkeypatch.setattr(notebook.training, "fit", lambda *args, **kwargs: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        fit(*data, "svgp", M=5, **keywords, **QUICK)
+    assert torch.get_num_threads() == caller
+
+
+def test_fit_refuses_threads_below_one(data):
+    with pytest.raises(ValueError, match="threads = 0; give 1 or more torch CPU threads"):
+        fit(*data, "svgp", M=5, threads=0, **QUICK)
 
 
 def test_a_registered_data_set_loads_from_a_mirror(shared_data, tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ def exact_gp(model: Fitted) -> Fitted:
         Problem(x, y, model.method.kernel, model.method.likelihood, torch.Generator()),
         MethodConfig(M=0, n_train=len(split.y_train)),
     )
-    return Fitted(exact, model.settings, split, [], 0.0)
+    return Fitted(exact, model.settings, split, [], 0.0, model.threads)
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,11 @@ git commit of the checkout it ran from), the libraries, and the device. Every ``
 (``gpstudy.training.run``), and ``results/runs.csv`` carries it (``gpstudy.report.results``); none of it is part
 of what a run or a job is, so a new library or commit never makes a finished run look stale."""
 
+import contextlib
 import functools
 import platform
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +32,9 @@ RECORDED = (
     "pandas_version",
 )
 BOOLEAN_RECORDED = ("tf32", "git_dirty")  # the RECORDED fields that are true or false (or empty), not text
+# torch's CPU threads of gpstudy.notebook.fit and `gpstudy train` unless told, as a pipeline job's (rules/train.smk):
+# one thread fitted a 200-iteration SVGP 2-4 times faster than two on a 2-core machine (docs/python.md)
+DEFAULT_THREADS = 1
 GIT_SECONDS = 30  # longer for git status (a huge checkout, a hung file system): the commit is recorded as unknown
 
 
@@ -56,6 +61,19 @@ def run_environment(device: torch.device) -> dict:
         "numpy_version": np.__version__,
         "pandas_version": pd.__version__,
     }
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[int]:
+    """Within: torch's intra-op CPU threads set to ``threads`` (yielded); the caller's count restored after."""
+    if threads < 1:
+        raise ValueError(f"threads = {threads}; give 1 or more torch CPU threads")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(before)
 
 
 def device_name(device: torch.device) -> str | None:
