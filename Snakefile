@@ -13,6 +13,10 @@ configfile: os.path.join(workflow.basedir, "config.yaml")  # every default; a --
 report: "report/workflow.rst"
 
 
+# The image of the locked CPU environment (Dockerfile), used only under --sdm apptainer: never built or run here
+container: "gpstudy-cpu.sif"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/pretrain.smk"

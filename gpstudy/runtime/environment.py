@@ -1,11 +1,15 @@
 """What a run's numbers were made with besides its settings and data: the code (gpstudy's version, and the
-git commit of the checkout it ran from), the libraries, and the device. Every ``metrics.json`` records it
-(``gpstudy.training.run``), and ``results/runs.csv`` carries it (``gpstudy.report.results``); none of it is part
-of what a run or a job is, so a new library or commit never makes a finished run look stale."""
+git commit of the checkout it ran from), the libraries (and the lock file they match), and the device. Every
+``metrics.json`` records it (``gpstudy.training.run``), and ``results/runs.csv`` carries it
+(``gpstudy.report.results``); none of it is part of what a run or a job is, so a new library or commit never makes
+a finished run look stale."""
 
 import contextlib
 import functools
+import hashlib
+import importlib.metadata
 import platform
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,11 +34,16 @@ RECORDED = (
     "torch_version",
     "numpy_version",
     "pandas_version",
+    "lock",
 )
 BOOLEAN_RECORDED = ("tf32", "git_dirty")  # the RECORDED fields that are true or false (or empty), not text
-# torch's CPU threads of gpstudy.notebook.fit and `gpstudy train` unless told, as a pipeline job's (rules/train.smk):
-# one thread fitted a 200-iteration SVGP 2-4 times faster than two on a 2-core machine (docs/python.md)
+# torch's CPU threads of gpstudy.notebook.fit and `gpstudy train` unless told: a pipeline job's (rules/train.smk), so
+# that a fit rounds as the job does; on a shared 2-core machine two threads were up to 4x slower, one at most 1.3x
+# (docs/python.md's measurement)
 DEFAULT_THREADS = 1
+LOCKS = "locks"  # the folder of lock files at a checkout's top (locks/make.sh writes them; docs/installation.md)
+UNLOCKED = "unlocked"  # what a run records when the installed libraries match none of them
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.M)  # a lock's "name==version" lines
 GIT_SECONDS = 30  # longer for git status (a huge checkout, a hung file system): the commit is recorded as unknown
 
 
@@ -46,7 +55,7 @@ def run_environment(device: torch.device) -> dict:
     products and convolutions may round to TF32 (``training.tf32`` on a GPU that has TF32:
     :func:`gpstudy.runtime.flags.tf32_in_effect`; false on a CPU), ``gpstudy_version``, the checkout's
     ``git_commit`` and ``git_dirty`` (:func:`checkout_state`; null outside a checkout), and the torch,
-    numpy and pandas versions."""
+    numpy and pandas versions, and the ``lock`` file the installed libraries match (:func:`lock_in_use`)."""
     commit, dirty = package_checkout_state()
     return {
         "device": str(device),
@@ -60,6 +69,7 @@ def run_environment(device: torch.device) -> dict:
         "torch_version": str(torch.__version__),
         "numpy_version": np.__version__,
         "pandas_version": pd.__version__,
+        "lock": package_lock(),
     }
 
 
@@ -103,6 +113,33 @@ def cpu_model() -> str | None:
 def package_checkout_state() -> tuple[str | None, bool | None]:
     """:func:`checkout_state` of the gpstudy package this process imported, asked of git once per process."""
     return checkout_state(PACKAGE)
+
+
+@functools.cache
+def package_lock() -> str | None:
+    """:func:`lock_in_use` of the locks beside the gpstudy package this process imported, read once per process."""
+    return lock_in_use(PACKAGE.parent / LOCKS)
+
+
+def lock_in_use(folder: Path) -> str | None:
+    """The first lock file of ``folder`` (``*.lock``, by name: pip requirements pinned ``name==version``) whose
+    every pin is the installed distribution's version, as ``"<name> sha256:<the file's sha256>"``; ``UNLOCKED``
+    when none is; None when ``folder`` has no lock file (an installed copy of gpstudy, outside a checkout).
+    Libraries installed beside the pinned ones (a test tool) do not matter."""
+    locks = sorted(folder.glob("*.lock"))
+    for lock in locks:
+        text = lock.read_text()
+        if all(_installed(name) == version for name, version in PIN.findall(text)):
+            return f"{lock.name} sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+    return UNLOCKED if locks else None
+
+
+def _installed(name: str) -> str | None:
+    """The installed version of distribution ``name``; None if it is not installed."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def checkout_state(package: Path) -> tuple[str | None, bool | None]:

@@ -17,7 +17,7 @@ import gpstudy.training.run as run_module
 from gpstudy.io import read_json
 from gpstudy.linalg import CholeskyError
 from gpstudy.report.results import collect_runs, read_runs
-from gpstudy.runtime.environment import RECORDED, checkout_state, cpu_model
+from gpstudy.runtime.environment import LOCKS, RECORDED, checkout_state, cpu_model, lock_in_use
 from gpstudy.training.run import run_splits
 
 from splits import small_split
@@ -121,6 +121,7 @@ def test_every_run_records_its_code_libraries_and_device(settings_for, tmp_path,
         "torch_version": torch.__version__,
         "numpy_version": importlib.metadata.version("numpy"),
         "pandas_version": importlib.metadata.version("pandas"),
+        "lock": lock_in_use(REPO / LOCKS),  # tests/test_lock.py checks the matching itself
     }
     assert expected["torch_version"].split("+")[0] == importlib.metadata.version("torch").split("+")[0]
     for folder, metrics in (("ok", ok), ("failed", failed)):
