@@ -111,6 +111,28 @@ def outside_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
 
 
+def copy_checkout(folder: Path) -> Path:
+    """``folder`` holding a copy of the checkout's files as git sees them now, tracked and untracked (not
+    ignored), links as links: a build's output stays out of the checkout."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for name in filter(None, set(listed.split("\0"))):
+        if (REPO / name).is_file() or (REPO / name).is_symlink():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, folder / name, follow_symlinks=False)  # gpstudy/config.yaml: a link
+    return folder
+
+
+@pytest.fixture(scope="session")
+def checkout_copy():
+    """:func:`copy_checkout`, for the tests that build the package (the wheel here, tests/test_wheel.py its sdist)."""
+    return copy_checkout
+
+
 @pytest.fixture(scope="session")
 def installed_wheel(tmp_path_factory, outside_env) -> Path:
     """The bin folder of a fresh venv outside the checkout with gpstudy installed from a wheel built of this
@@ -123,17 +145,7 @@ def installed_wheel(tmp_path_factory, outside_env) -> Path:
     if importlib.util.find_spec("setuptools") is None:  # a build without network needs pyproject's backend here
         pytest.skip("building the wheel offline needs setuptools in this environment (pip install 'setuptools>=77')")
     root = tmp_path_factory.mktemp("wheel")  # a system temporary folder: outside the checkout
-    source, wheels, venv = root / "source", root / "wheels", root / "venv"
-    listed = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for name in filter(None, set(listed.split("\0"))):  # a copy: the build's build/ stays out of the checkout
-        if (REPO / name).is_file() or (REPO / name).is_symlink():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, source / name, follow_symlinks=False)  # gpstudy/config.yaml: a link
+    source, wheels, venv = copy_checkout(root / "source"), root / "wheels", root / "venv"
     run = functools.partial(subprocess.run, cwd=root, env=outside_env, check=True)  # `python -c` and `-m` look in
     run(
         [
