@@ -138,8 +138,8 @@ def fit(
         progress: show training's progress lines on stderr (iteration k of T, it/s, elapsed, ETA and the
             objective, every ``eval_every`` iterations and every ``gpstudy.training.progress.LOG_SECONDS``), unless
             logging already shows them, and a tqdm bar in a terminal or a Jupyter notebook.
-        threads: torch's CPU threads while it trains (``gpstudy.runtime.environment.DEFAULT_THREADS``, a
-            pipeline job's; the caller's count is restored after); said in the first progress line.
+        threads: torch's CPU threads while it pretrains and trains (``gpstudy.runtime.environment.DEFAULT_THREADS``,
+            a pipeline job's; the caller's count is restored after); said in the first progress line.
         **settings: any training setting (``iterations``, ``lr``, ``batch_size``, ``eval_every``, ``device``,
             ...) or option of the method (``gpstudy settings`` lists them), overriding the config's.
 
@@ -160,9 +160,9 @@ def fit(
         )
     check_settings(resolved, ARRAYS if dataset is None else dataset_of(config, dataset))
     split = _training_split(x, y)
-    problem, trained, _ = build_batch({0: split}, resolved)
     with _progress_shown(progress), bars(progress and watched()), torch_threads(threads):
         log.info("fit: %s at M = %d with %d torch CPU thread(s) (threads=)", method, M, threads)
+        problem, trained, _ = build_batch({0: split}, resolved)  # the pretraining too, where the settings pretrain
         curve, seconds = training.fit(
             trained,
             problem.x_train,

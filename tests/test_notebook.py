@@ -152,6 +152,11 @@ def test_progress_is_shown_and_logging_left_as_it_was(data, capsys):
     assert (logger.level, logger.propagate, list(logger.handlers)) == before
 
 
+def spied(function, note):
+    """``function``, calling ``note()`` first."""
+    return lambda *args, **kwargs: (note(), function(*args, **kwargs))[1]
+
+
 @pytest.mark.parametrize("threads", [None, 1, 2])
 def test_fit_trains_with_its_threads_and_restores_the_callers(data, monkeypatch, request, threads):
     """fit trains with ``threads`` torch CPU threads (DEFAULT_THREADS when not given), whatever the caller's, says
@@ -161,16 +166,16 @@ def test_fit_trains_with_its_threads_and_restores_the_callers(data, monkeypatch,
     request.addfinalizer(lambda: torch.set_num_threads(before))
     torch.set_num_threads(caller)
     seen = []
-    train = notebook.training.fit
-    monkeypatch.setattr(
-        notebook.training,
-        "fit",
-        lambda *args, **kwargs: (seen.append(torch.get_num_threads()), train(*args, **kwargs))[1],
-    )
+    for module, name in ((notebook, "build_batch"), (notebook.training, "fit")):  # the pretraining, the training
+        monkeypatch.setattr(module, name, spied(getattr(module, name), lambda: seen.append(torch.get_num_threads())))
     keywords = {} if threads is None else {"threads": threads}
-    model = fit(*data, "svgp", M=5, **keywords, **QUICK)
+    model = fit(*data, "svgp", M=5, dataset="snelson", **keywords, **QUICK)  # snelson's settings pretrain
     expected = DEFAULT_THREADS if threads is None else threads
-    assert (seen, model.threads, torch.get_num_threads()) == ([expected], expected, caller)
+    assert model.settings.pretrain and (seen, model.threads, torch.get_num_threads()) == (
+        [expected] * 2,
+        expected,
+        caller,
+    )
     assert repr(model).startswith("Fitted(svgp, M=5, 10 iterations in ")
     assert repr(model).endswith(f" s on cpu with {expected} torch CPU thread(s))")
 
