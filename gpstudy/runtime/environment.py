@@ -38,7 +38,7 @@ RECORDED = (
 )
 BOOLEAN_RECORDED = ("tf32", "git_dirty")  # the RECORDED fields that are true or false (or empty), not text
 # torch's CPU threads of gpstudy.notebook.fit and `gpstudy train` unless told: a pipeline job's (rules/train.smk), so
-# that a fit rounds as the job does; on a shared 2-core machine two threads were up to 4x slower, one at most 1.3x
+# that a fit rounds as the job does; on a shared 2-core machine two threads were up to 9x slower, one at most 1.6x
 # (docs/python.md's measurement)
 DEFAULT_THREADS = 1
 LOCKS = "locks"  # the folder of lock files at a checkout's top (locks/make.sh writes them; docs/installation.md)
