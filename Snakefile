@@ -24,6 +24,9 @@ include: "rules/train.smk"
 include: "rules/aggregate.smk"
 
 
+show_study_console(workflow)  # a line a job, with the study's jobs done of N and time left (gpstudy.study.console)
+
+
 rule all:
     input:
         final_targets(),

@@ -9,10 +9,12 @@ from gpstudy import paths
 from gpstudy.report.claims import claims_path, settings_gaps
 from gpstudy.report.palette import variant_methods
 from gpstudy.data import PROTOCOLS
+from gpstudy.runtime.environment import DEFAULT_THREADS
 from gpstudy.runtime.job import check_same_code
 from gpstudy.metrics import METRIC_NAMES, TASK_METRICS
 from gpstudy.study import (data_plan, data_stage_params, experiment_targets, load_config, merge, own_data,
-                           parse_config_entries, splits_of, study_jobs, validate_config, variant_labels)
+                           parse_config_entries, show_study_console, splits_of, study_jobs, validate_config,
+                           variant_labels)
 from gpstudy.study.settings import exact_gp_settings, run_settings
 from gpstudy.study.validate import check_mirror, tabulate_params
 from gpstudy.training.run import PRETRAIN_THREADS, pretraining_reads

@@ -398,7 +398,13 @@ def quick_study(tmp_path_factory, shared_data):
     run = snakemake(workdir, "--config", f"mirror={shared_data}", config="configs/quick.yaml", timeout=1800)
     assert run.returncode == 0, run.stderr[-5000:]
     print(f"quick study: {time.perf_counter() - tic:.0f} s")
+    console_of(workdir).write_text(run.stderr)
     return workdir
+
+
+def console_of(workdir: Path) -> Path:
+    """Where the quick_study fixture keeps its run's console (Snakemake's stderr), beside its folder."""
+    return workdir.with_name(workdir.name + ".console.txt")
 
 
 def test_quick_study_has_every_run(quick_study):
@@ -419,6 +425,33 @@ def test_quick_study_has_every_run(quick_study):
     assert (runs["status"] == "ok").all()
     assert np.isfinite(runs[["rmse", "test_ll", "seconds"]].to_numpy()).all()
     assert (runs["device"] == "cpu").all() and (runs.loc[runs.dataset == "boston", "iterations"] == 100).all()
+
+
+def test_quick_study_console_is_a_line_a_job_start_and_end_with_the_time_left(quick_study):
+    """The study's console (gpstudy.study.console): each job a line as it starts (with its log) and one as it ends
+    (k of N, elapsed, time left), where Snakemake's own wrote ~17; its blocks stay in the complete log."""
+    console = console_of(quick_study).read_text()
+    ended = re.findall(
+        r"^\[\d\d:\d\d:\d\d\] (\d+) of (\d+) jobs done \(\d+%\), \d+:\d\d:\d\d elapsed(.*)$", console, re.M
+    )
+    jobs = int(ended[-1][1])
+    assert jobs > 40 and [(int(k), int(n)) for k, n, _ in ended] == [(k, jobs) for k in range(1, jobs + 1)]
+    started = re.findall(
+        r"^\[\d\d:\d\d:\d\d\] started train \(experiment=uci, dataset=\w+, method=\w+, M=\d+, "
+        r"splits=0-1\), log logs/train/uci/\S+\.log$",
+        console,
+        re.M,
+    )
+    assert len(started) == 10 and len(re.findall(r"^\[\d\d:\d\d:\d\d\] started ", console, re.M)) == jobs
+    estimates = [re.match(r", about \d+:\d\d:\d\d left( \+ (\d+) untimed jobs?)?;", rest) for _, _, rest in ended]
+    assert all(estimates[:-1]) and not estimates[-1]  # each but the last (after the first job)
+    untimed = [int(m[2] or 0) for m in estimates[:-1]]
+    assert untimed == sorted(untimed, reverse=True) and untimed[0] > 20 and untimed[-1] <= 1  # rules timed in turn
+    assert "rule train:" not in console and "Select jobs" not in console
+    assert len(console.splitlines()) < 2 * jobs + 60  # Snakemake's header and job stats beside the jobs' lines
+    complete_log = next((quick_study / ".snakemake/log").glob("*.snakemake.log")).read_text()
+    trains = len(re.findall(r"^\[\d\d:\d\d:\d\d\] started train ", console, re.M))
+    assert complete_log.count("rule train:") == trains and f"{jobs} of {jobs} steps (100%) done" in complete_log
 
 
 def test_quick_study_tables_carry_the_papers_values(quick_study):

@@ -30,6 +30,7 @@ _MODULE_OF = {  # public name -> the module of gpstudy.study that defines it
         ],
         "settings",
     ),
+    "show_study_console": "console",
     "validate_config": "validate",
 }
 __all__ = sorted(_MODULE_OF)
