@@ -14,7 +14,7 @@ rule train:
         checkpoint=paths.CHECKPOINT,
         jobs_per_gpu=config["jobs_per_gpu"],
         gpu_lock_dir=config["gpu_lock_dir"],
-    threads: 1
+    threads: DEFAULT_THREADS
     resources:
         gpu=job_gpus,
         runtime=job_runtime,

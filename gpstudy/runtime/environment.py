@@ -37,9 +37,9 @@ RECORDED = (
     "lock",
 )
 BOOLEAN_RECORDED = ("tf32", "git_dirty")  # the RECORDED fields that are true or false (or empty), not text
-# torch's CPU threads of gpstudy.notebook.fit and `gpstudy train` unless told: a pipeline job's (rules/train.smk), so
-# that a fit rounds as the job does; on a shared 2-core machine two threads were up to 9x slower, one at most 1.6x
-# (docs/python.md's measurement)
+# torch's CPU threads of a pipeline's training job (rules/train.smk), and of gpstudy.notebook.fit and `gpstudy train`
+# unless told, so that a fit rounds as the job does; on a shared 2-core machine two threads were up to 9x slower, one
+# at most 1.6x (docs/python.md's measurement)
 DEFAULT_THREADS = 1
 LOCKS = "locks"  # the folder of lock files at a checkout's top (locks/make.sh writes them; docs/installation.md)
 UNLOCKED = "unlocked"  # what a run records when the installed libraries match none of them

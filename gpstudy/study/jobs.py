@@ -9,7 +9,7 @@ from gpstudy.study.datasets import data_plan, dataset_of
 from gpstudy.study.schema import ConfigError
 
 OUTPUT_FILES = {  # an experiment's output -> its files
-    "tables": [paths.TABLES + ext for ext in (".csv", ".md", ".tex", ".html")],
+    "tables": [paths.TABLES + ext for ext in (".csv", ".md", ".tex", ".html")] + [paths.PAPER_TABLE],
     "violins": [paths.VIOLINS + ext for ext in (".png", ".pdf")],
     "posteriors": [paths.POSTERIORS + ext for ext in (".png", ".pdf")],
 }
