@@ -50,6 +50,7 @@ class StudyClock:
         self.seconds: defaultdict[str, list[float]] = defaultdict(list)  # rule -> its finished jobs' times
         self.first_start: float | None = None
         self.last_finished: tuple[RunningJob, float] | None = None
+        self.failed = 0  # jobs that failed (under --keep-going the study goes on)
 
     def plan(self, job_counts: dict[str, int]) -> None:
         self.planned = Counter({rule: count for rule, count in job_counts.items() if rule != "total"})
@@ -68,6 +69,7 @@ class StudyClock:
 
     def fail(self, jobid: int | None) -> None:
         self.running.pop(jobid, None)
+        self.failed += 1
 
     def time_left(self, now: float) -> tuple[float, int] | None:
         """Seconds left for the rules timed so far, and the jobs left of rules none of whose jobs has ended
@@ -84,8 +86,10 @@ class StudyClock:
         return max(work, 0.0) / parallelism, sum(max(n, 0) for rule, n in left.items() if rule not in mean)
 
     def progress(self, done: int, total: int, now: float) -> str:
-        """'k of N jobs done (p%), elapsed, about T left [+ n untimed jobs]; the job that ended took t'."""
+        """'k of N jobs done (p%)[, f failed], elapsed, about T left [+ n untimed jobs]; the job that ended took t'."""
         line = f"{done} of {total} jobs done ({100 * done / max(total, 1):.0f}%)"
+        if self.failed:
+            line += f", {self.failed} failed"
         if self.first_start is not None:
             line += f", {clock(now - self.first_start)} elapsed"
         if done < total and (estimate := self.time_left(now)) is not None:

@@ -77,6 +77,7 @@ def test_a_failed_job_leaves_the_running_jobs():
     study.fail(2)
     study.finish(1, now=10.0)
     assert study.time_left(10.0) == (pytest.approx(10.0), 0)  # the failed job's 10 s not counted as busy
+    assert study.progress(1, 2, now=10.0).startswith("1 of 2 jobs done (50%), 1 failed, 0:00:10 elapsed")
 
 
 def console(dryrun: bool = False, verbose: bool = False, quiet=None) -> tuple[logging.Logger, io.StringIO]:
