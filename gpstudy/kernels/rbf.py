@@ -42,7 +42,7 @@ class _ScaledExpOfProduct(torch.autograd.Function):
     """s exp(a b^T) ``[..., n, m]`` for a ``[..., n, k]``, b ``[..., m, k]`` and a scale s ``[..., 1, 1]``: the
     product's exponential and the scale taken in place (4 passes over the result), the result not saved
     (callers add jitter to it in place): the backward forms exp(a b^T) again and G = exp(a b^T) * dK in place
-    (5 passes), ds = sum G, then s G in place (2) for G s b and G^T s a."""
+    (5 passes), ds = sum G (1), then G (s b) and G^T (s a), the scale taken on the small factors, not on G."""
 
     @staticmethod
     def forward(ctx, left: Tensor, right: Tensor, scale: Tensor) -> Tensor:
@@ -55,7 +55,7 @@ class _ScaledExpOfProduct(torch.autograd.Function):
         left, right, scale = ctx.saved_tensors
         weighted = (left @ right.mT).exp_().mul_(grad)  # dK * exp(a b^T)
         grad_scale = weighted.sum_to_size(scale.shape) if ctx.needs_input_grad[2] else None
-        weighted.mul_(scale)  # dK * K
-        grad_left = (weighted @ right).sum_to_size(left.shape) if ctx.needs_input_grad[0] else None
-        grad_right = (weighted.mT @ left).sum_to_size(right.shape) if ctx.needs_input_grad[1] else None
+        # dK * K = s G: s on b and a ([..., m, k], [..., n, k]), a pass over [..., n, m] less
+        grad_left = (weighted @ (right * scale)).sum_to_size(left.shape) if ctx.needs_input_grad[0] else None
+        grad_right = (weighted.mT @ (left * scale)).sum_to_size(right.shape) if ctx.needs_input_grad[1] else None
         return grad_left, grad_right, grad_scale

@@ -213,11 +213,11 @@ def test_fourier_features_move_at_most_eight_and_a_half_passes_over_the_features
     assert 7.5 * feature_bytes < costs.bytes <= 8.5 * feature_bytes  # with the test's sum (1 pass)
 
 
-def test_the_rbf_kernel_moves_four_passes_over_its_matrix_and_seven_backward():
+def test_the_rbf_kernel_moves_four_passes_over_its_matrix_and_six_backward():
     """The exponential and the variance in place on the product (issue 47; before: two in-place subtractions from
     the product, the exponential, the variance: 8 passes; before issue 39's item 4, 14); backward the exponential
-    formed again in place, multiplied by the gradient in place, summed, multiplied by the variance in place
-    (2 + 3 + 1 + 2 passes, its products' reads aside)."""
+    formed again in place, multiplied by the gradient in place, summed (2 + 3 + 1 passes, its products' reads
+    aside), the variance on the products' small factors (before: on the matrix in place, 2 passes more)."""
     kernel = RBF(3, batch_shape=(2,)).to("meta")
     x1 = torch.empty(2, 300, 3, **META, requires_grad=True)
     x2 = torch.empty(2, 200, 3, **META)
@@ -225,7 +225,7 @@ def test_the_rbf_kernel_moves_four_passes_over_its_matrix_and_seven_backward():
     assert 4 * matrix_bytes < costs_of(lambda: kernel.K(x1, x2)).bytes < 4.5 * matrix_bytes
     upstream = torch.empty(2, 300, 200, **META)
     both = costs_of(lambda: torch.autograd.grad(kernel.K(x1, x2), x1, upstream)).bytes
-    assert 12 * matrix_bytes < both < 12.5 * matrix_bytes
+    assert 10 * matrix_bytes < both < 10.5 * matrix_bytes
 
 
 def test_scale_tril_moves_four_passes_over_its_matrix_forward_and_backward():
