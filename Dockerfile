@@ -4,7 +4,7 @@
 # machines that wrote it); tests/test_lock.py checks it statically. Build, from the repository root:
 #   docker build -t gpstudy-cpu . && apptainer build gpstudy-cpu.sif docker-daemon://gpstudy-cpu:latest
 FROM python:3.11-slim-bookworm
-COPY locks/requirements-cpu.lock /tmp/requirements-cpu.lock
-RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements-cpu.lock \
+COPY locks/requirements-cpu.lock requirements-cpu.lock
+RUN pip install --no-cache-dir --require-hashes -r requirements-cpu.lock \
         --extra-index-url https://download.pytorch.org/whl/cpu \
-    && rm /tmp/requirements-cpu.lock
+    && rm requirements-cpu.lock

@@ -1,5 +1,5 @@
 """What every Snakemake job's process sets up first: the same code as the plan's, its log, and dying with the
-Snakemake that started it."""
+Snakemake that started it; and how a job and its time are named in logs and on the study's console."""
 
 import atexit
 import ctypes
@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +46,20 @@ def snakemake_job() -> Any:
     return getattr(sys.modules["__main__"], "snakemake", None)
 
 
+def job_name(rule: str, wildcards: Mapping[str, Any]) -> str:
+    """``rule (name=value, ...)``, or the rule alone without wildcards."""
+    named = ", ".join(f"{name}={value}" for name, value in wildcards.items())
+    return rule + (f" ({named})" if named else "")
+
+
+def duration(seconds: float) -> str:
+    """``h:mm:ss`` (days first when there are any)."""
+    return str(timedelta(seconds=round(seconds)))
+
+
 def log_job(job: Any) -> None:
     """Log the job's rule and wildcards now, and at exit how long it ran and which outputs it wrote."""
-    wildcards = ", ".join(f"{name}={value}" for name, value in job.wildcards.items())
-    name = f"rule {job.rule}" + (f" ({wildcards})" if wildcards else "")
+    name = "rule " + job_name(job.rule, job.wildcards)
     logger.info("%s started, pid %d", name, os.getpid())
     started = time.monotonic()
 

@@ -6,11 +6,13 @@ a dry run, ``--verbose`` and Snakemake's complete log under ``.snakemake/log/`` 
 
 import logging
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from snakemake.logging import LogEvent, logger
+
+from gpstudy.runtime.job import duration, job_name
 
 SNAKEMAKES_CONSOLE = "DefaultStreamHandler"  # the name Snakemake gives the handler that writes its console
 CONDENSED = (LogEvent.JOB_INFO, LogEvent.JOB_STARTED, LogEvent.JOB_FINISHED, LogEvent.PROGRESS)  # a line a job
@@ -19,20 +21,11 @@ SELECTING_JOBS = "Select jobs to execute..."  # Snakemake's line before each sch
 
 @dataclass
 class RunningJob:
-    """A job the study started: its rule, its wildcards as a job's log names them, when it started."""
+    """A job the study started: its rule, its name as a job's log gives it (rule and wildcards), when it started."""
 
     rule: str
-    wildcards: str
+    name: str
     started: float
-
-    def describe(self) -> str:
-        return self.rule + (f" ({self.wildcards})" if self.wildcards else "")
-
-
-def clock(seconds: float) -> str:
-    """Seconds as h:mm:ss."""
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
 
 
 class StudyClock:
@@ -45,7 +38,7 @@ class StudyClock:
     """
 
     def __init__(self) -> None:
-        self.planned: Counter[str] = Counter()  # rule -> jobs planned this run (Snakemake's job stats)
+        self.planned: dict[str, int] = {}  # rule -> jobs planned this run (Snakemake's job stats)
         self.running: dict[int, RunningJob] = {}
         self.seconds: defaultdict[str, list[float]] = defaultdict(list)  # rule -> its finished jobs' times
         self.first_start: float | None = None
@@ -53,10 +46,10 @@ class StudyClock:
         self.failed = 0  # jobs that failed (under --keep-going the study goes on)
 
     def plan(self, job_counts: dict[str, int]) -> None:
-        self.planned = Counter({rule: count for rule, count in job_counts.items() if rule != "total"})
+        self.planned = {rule: count for rule, count in job_counts.items() if rule != "total"}
 
     def start(self, jobid: int, rule: str, wildcards: dict[str, Any], now: float) -> RunningJob:
-        job = RunningJob(rule, ", ".join(f"{name}={value}" for name, value in wildcards.items()), now)
+        job = RunningJob(rule, job_name(rule, wildcards), now)
         self.running[jobid] = job
         if self.first_start is None:
             self.first_start = now
@@ -91,15 +84,15 @@ class StudyClock:
         if self.failed:
             line += f", {self.failed} failed"
         if self.first_start is not None:
-            line += f", {clock(now - self.first_start)} elapsed"
+            line += f", {duration(now - self.first_start)} elapsed"
         if done < total and (estimate := self.time_left(now)) is not None:
             seconds, untimed = estimate
-            line += f", about {clock(seconds)} left"
+            line += f", about {duration(seconds)} left"
             if untimed:
                 line += f" + {untimed} untimed job" + "s" * (untimed > 1)
         if self.last_finished is not None:
             job, seconds = self.last_finished
-            line += f"; {job.describe()} took {clock(seconds)}"
+            line += f"; {job.name} took {duration(seconds)}"
         return line
 
 
@@ -133,7 +126,7 @@ class StudyConsole(logging.Handler):
             return
         elif event == LogEvent.JOB_INFO:
             log = f", log {', '.join(record.log)}" if getattr(record, "log", None) else ""
-            self.write(f"started {self.clock.running[record.jobid].describe()}{log}")
+            self.write(f"started {self.clock.running[record.jobid].name}{log}")
         elif event == LogEvent.PROGRESS:
             self.write(self.clock.progress(record.done, record.total, now))
 

@@ -11,9 +11,8 @@ import logging
 import sys
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 
-from gpstudy.runtime.job import planned_package
+from gpstudy.runtime.job import duration, planned_package
 
 LOG_SECONDS = 30.0  # wall-clock seconds between a loop's progress lines (besides its evaluations)
 clock = time.monotonic  # the host clock progress reads (a test replaces it)
@@ -38,11 +37,6 @@ def watched() -> bool:
     if planned_package() is not None:
         return False
     return sys.stderr.isatty() or "ipykernel" in sys.modules
-
-
-def duration(seconds: float) -> str:
-    """``h:mm:ss`` (days first when there are any)."""
-    return str(timedelta(seconds=round(seconds)))
 
 
 def format_values(values: dict) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpstudy.io import PACKAGE
-from gpstudy.runtime.job import CodeCopyError, check_same_code
+from gpstudy.runtime.job import CodeCopyError, check_same_code, duration, job_name
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -97,3 +97,9 @@ def test_every_job_log_names_the_job_and_what_it_wrote(tmp_path, shared_data):
     for rule, text in logs.items():
         assert text.splitlines()[0].split(" INFO gpstudy.runtime.job: ")[1].startswith(f"rule {rule} ("), text
         assert "outputs written" in text, text
+
+
+def test_a_job_and_its_time_read_as_its_log_and_the_studys_console_name_them():
+    assert job_name("train", {"dataset": "boston", "M": 100}) == "train (dataset=boston, M=100)"
+    assert job_name("collect", {}) == "collect"
+    assert [duration(s) for s in (0, 59.6, 61, 3600 * 25 + 7)] == ["0:00:00", "0:01:00", "0:01:01", "1 day, 1:00:07"]

@@ -9,11 +9,7 @@ from types import SimpleNamespace
 import pytest
 from snakemake.logging import ColorizingTextHandler, DefaultFilter, DefaultFormatter, LogEvent
 
-from gpstudy.study.console import StudyClock, StudyConsole, clock
-
-
-def test_clock_reads_hours_minutes_seconds():
-    assert [clock(s) for s in (0, 59.6, 61, 3600 * 25 + 7)] == ["0:00:00", "0:01:00", "0:01:01", "25:00:07"]
+from gpstudy.study.console import StudyClock, StudyConsole
 
 
 def test_time_left_counts_the_rules_mean_times_over_the_parallelism_so_far():
