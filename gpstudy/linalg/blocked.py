@@ -165,22 +165,25 @@ def _factor_into(matrix: Tensor, out: Tensor) -> Tensor:
     return torch.where(top_info > 0, top_info, torch.where(bottom_info > 0, bottom_info + half, bottom_info))
 
 
-def _lower_of_transposed_product(factor: Tensor, grad: Tensor) -> Tensor:
-    """tril(L^T G) ``[..., n, n]`` for a lower-triangular L and any G ``[..., n, n]``, by halves: its blocks
-    L11^T G11 + L21^T G21, L22^T G21 and L22^T G22 (the upper right block is zero), n^3 of products where the
-    full L^T G is 2 n^3. Only G's lower triangle enters (as in tril(L^T G) itself: k >= i >= j in L_ki G_kj)."""
+def _mirrored_lower_of_transposed_product(factor: Tensor, grad: Tensor) -> Tensor:
+    """P = Phi(L^T G) made symmetric ``[..., n, n]``, for a lower-triangular L and any G ``[..., n, n]``: the lower
+    triangle of L^T G / 2 mirrored onto the upper one (so its diagonal halved, Murray 2016's Phi). The lower
+    triangle's blocks L11^T G11 + L21^T G21, L22^T G21 and L22^T G22 by halves, n^3 of products where the full
+    L^T G is 2 n^3, each product halved by its alpha (exact: a power of two), then one ``where`` of it and its
+    transpose: 3 passes over the matrix, where tril, tril(-1), the sum and the halving made 9. Only G's lower
+    triangle enters (as in tril(L^T G) itself: k >= i >= j in L_ki G_kj)."""
     size = factor.shape[-1]
     half = size // 2
     lower, upstream = factor.reshape(-1, size, size), grad.reshape(-1, size, size)
-    out = lower.new_empty(lower.shape)
+    product = lower.new_empty(lower.shape)  # its upper right block is never read: ``where`` takes its transpose
     top_left, bottom_left = lower[:, :half, :half].mT, lower[:, half:, :half].mT  # L11^T, L21^T
     bottom_right = lower[:, half:, half:].mT  # L22^T
-    out[:, :half, :half].baddbmm_(top_left, upstream[:, :half, :half], beta=0)
-    out[:, :half, :half].baddbmm_(bottom_left, upstream[:, half:, :half])
-    out[:, half:, :half].baddbmm_(bottom_right, upstream[:, half:, :half], beta=0)
-    out[:, half:, half:].baddbmm_(bottom_right, upstream[:, half:, half:], beta=0)
-    out[:, :half, half:].zero_()
-    return out.view(factor.shape).tril()
+    product[:, :half, :half].baddbmm_(top_left, upstream[:, :half, :half], beta=0, alpha=0.5)
+    product[:, :half, :half].baddbmm_(bottom_left, upstream[:, half:, :half], alpha=0.5)
+    product[:, half:, :half].baddbmm_(bottom_right, upstream[:, half:, :half], beta=0, alpha=0.5)
+    product[:, half:, half:].baddbmm_(bottom_right, upstream[:, half:, half:], beta=0, alpha=0.5)
+    lower_triangle = torch.ones(size, size, dtype=torch.bool, device=factor.device).tril_()
+    return torch.where(lower_triangle, product, product.mT).view(factor.shape)
 
 
 class _Cholesky(torch.autograd.Function):
@@ -199,8 +202,7 @@ class _Cholesky(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: Tensor, grad_info: None) -> Tensor:
         (factor,) = ctx.saved_tensors
-        inner = _lower_of_transposed_product(factor, grad)  # tril(L^T dL), half a full product's work
-        inner = 0.5 * (inner + inner.tril(-1).mT)  # P: the lower triangle of L^T dL, mirrored, its diagonal halved
+        inner = _mirrored_lower_of_transposed_product(factor, grad)  # P, half a full product's work
         left = _solve_left(factor.mT, inner, upper=True)  # L^-T P
         return _solve_left(factor.mT, left.mT, upper=True).mT  # (L^-T P) L^-1
 

@@ -286,12 +286,17 @@ def test_the_inverse_by_products_solves_the_identity_only_at_its_leaves():
 
 def test_the_blocked_factor_s_backward_forms_only_the_lower_triangle_of_its_product():
     """The backward of a factor split once: tril(L^T dL) by halves (n^3; the full L^T dL 2 n^3) and two blocked
-    solves of n right-hand sides (n^3 / 2 of products each)."""
+    solves of n right-hand sides (n^3 / 2 of products each); of memory-bound work the mirrored P in one ``where``
+    (3 passes over the matrix; tril, tril(-1), their sum and the halving made 9: 13.25 in all) and the solves'
+    four leaf copies (half the matrix each)."""
     size, batch = 2 * numerics.FACTOR_BLOCK, 3
     matrix = torch.empty(batch, size, size, **META, requires_grad=True)
     factor = linalg.blocked.blocked_cholesky_ex(matrix)[0]
     upstream = torch.empty(batch, size, size, **META)
-    assert costs_of(lambda: torch.autograd.grad(factor, matrix, upstream)).product_flops == batch * 2 * size**3
+    costs = costs_of(lambda: torch.autograd.grad(factor, matrix, upstream))
+    assert costs.product_flops == batch * 2 * size**3
+    matrix_bytes = batch * size**2 * 8
+    assert 7 * matrix_bytes < costs.bytes < 7.5 * matrix_bytes
 
 
 @pytest.mark.parametrize(
