@@ -170,20 +170,24 @@ class SVGP(Method):
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """q(f(x)) = int p(f(x) | u) q(u) du (Hensman et al. 2013), marginal means and variances
         ``[*batch, n]``; C latents ``[*batch, n, C]``."""
-        return self.marginals(x, self.prior_scale_tril(), self.kernel(self.inducing_inputs, x))
+        return self.marginals(x, self.prior_scale_tril(), self.kernel(self.inducing_inputs, x), self.q_scale_tril)
 
-    def marginals(self, x: Tensor, prior_scale_tril: Tensor, cross_covariance: Tensor) -> tuple[Tensor, Tensor]:
-        """``predict_f`` from L_Z and K_Zx: with A = L_Z^-1 K_Zx, mean A^T m, variance k_xx - |A|^2 + |S^T A|^2
+    def marginals(
+        self, x: Tensor, prior_scale_tril: Tensor, cross_covariance: Tensor, q_scale_tril: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """``predict_f`` from L_Z, K_Zx and S: with A = L_Z^-1 K_Zx, mean A^T m, variance k_xx - |A|^2 + |S^T A|^2
         (column norms), per class."""
         projection = blocked.solve_triangular(prior_scale_tril, cross_covariance, upper=False)
         prior_variance = self.kernel(x, diag=True)
         if self.latent_dim > 1:  # one class dimension in front of the points, shared by the classes
             projection, prior_variance = projection.unsqueeze(-3), prior_variance.unsqueeze(-2)
         mean = (projection.mT @ self.q_mean.unsqueeze(-1)).squeeze(-1)
-        variance = prior_variance - squared_norm(projection, -2) + squared_norm(self.q_scale_tril.mT @ projection, -2)
+        variance = prior_variance - squared_norm(projection, -2) + squared_norm(q_scale_tril.mT @ projection, -2)
         return (mean.mT, variance.mT) if self.latent_dim > 1 else (mean, variance)
 
-    def summed_moments(self, x: Tensor, prior_scale_tril: Tensor, cross_covariance: Tensor) -> tuple[Tensor, Tensor]:
+    def summed_moments(
+        self, x: Tensor, prior_scale_tril: Tensor, cross_covariance: Tensor, q_scale_tril: Tensor
+    ) -> tuple[Tensor, Tensor]:
         """The means of q(f(x)) ``[*batch, n]`` and the sum of their variances ``[*batch]`` (one latent), without
         the variance of each point: with A = L_Z^-1 K_Zx, sum_i var_i = sum_i k_ii + tr((S S^T - I) A A^T)
         (Hensman et al. 2013, eq. 4's trace terms summed over the batch), where A A^T = L_Z^-1 K_Zx K_xZ L_Z^-T
@@ -193,33 +197,33 @@ class SVGP(Method):
         mean = (cross_covariance.mT @ coefficients).squeeze(-1)
         left = blocked.solve_triangular(prior_scale_tril, gram(cross_covariance), upper=False)  # L^-1 Psi
         projected = blocked.solve_triangular(prior_scale_tril, left.mT, upper=False)  # A A^T
-        q_scale_tril = self.q_scale_tril
         trace = (
             ((projected @ q_scale_tril) * q_scale_tril).sum((-2, -1))  # tr(S^T A A^T S)
             - projected.diagonal(dim1=-2, dim2=-1).sum(-1)
         )
         return mean, self.kernel(x, diag=True).sum(-1) + trace
 
-    def kl_divergence(self) -> Tensor:
-        """KL[q(v) || N(0, I)] ``[*batch]``, summed over the classes with C latents."""
-        kl = kl_to_standard_normal(self.q_mean, self.q_scale_tril)
+    def kl_divergence(self, q_scale_tril: Tensor) -> Tensor:
+        """KL[q(v) || N(0, I)] ``[*batch]`` with S = ``q_scale_tril``, summed over the classes with C latents."""
+        kl = kl_to_standard_normal(self.q_mean, q_scale_tril)
         return kl.sum(-1) if self.latent_dim > 1 else kl
 
-    def batch_moments(self, x_batch: Tensor) -> tuple[Tensor, Tensor]:
+    def batch_moments(self, x_batch: Tensor, q_scale_tril: Tensor) -> tuple[Tensor, Tensor]:
         """The means and variances of q(f) ``[*batch, n]`` (C latents ``[*batch, n, C]``) the loss takes at
         ``x_batch``: each point's, or where the likelihood's expectation is affine in the variance and
         ``sums_variances`` chooses it, the batch's mean variance at every point (their sum exact)."""
         prior = self.prior_at(x_batch)
         num_points = x_batch.shape[-2]
         if self.likelihood.linear_in_variance and sums_variances(self.effective_M, num_points, prior[0]):
-            mean, variance_sum = self.summed_moments(x_batch, *prior)
+            mean, variance_sum = self.summed_moments(x_batch, *prior, q_scale_tril)
             return mean, (variance_sum / num_points).unsqueeze(-1).expand_as(mean)
-        return self.marginals(x_batch, *prior)
+        return self.marginals(x_batch, *prior, q_scale_tril)
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
-        mean, variance = self.batch_moments(x_batch)
+        q_scale_tril = self.q_scale_tril  # once: the moments' and the KL's gradients summed in it, not twice formed
+        mean, variance = self.batch_moments(x_batch, q_scale_tril)
         expected = self.likelihood.expected_log_prob(y_batch, mean, variance, generators).sum(-1)
-        return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence())
+        return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl_divergence(q_scale_tril))
 
 
 def _identity(tensor: Tensor) -> tuple:

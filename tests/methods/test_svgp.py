@@ -13,6 +13,7 @@ from gpstudy.kernels import RBF
 from gpstudy.likelihoods import GaussianLikelihood, Likelihood, RobustMax, Softmax
 from gpstudy.linalg import add_jitter, blocked, cholesky, deferred_factor_checks, inverse_positive
 from gpstudy.methods import SVGP, ExactGP, Problem
+from gpstudy.methods import svgp as svgp_module
 from gpstudy.methods.exact_gp import log_marginal_likelihood
 from gpstudy.methods.inducing import kmeans_centres, training_points
 from gpstudy.methods.svgp import sums_variances
@@ -126,13 +127,14 @@ def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_confi
     perturb_q(method)
     x_batch, y_batch = x[:, 5:30], y[:, 5:30]
     prior = method.prior_at(x_batch)
-    mean, variance = method.marginals(x_batch, *prior)
-    summed_mean, variance_sum = method.summed_moments(x_batch, *prior)
+    mean, variance = method.marginals(x_batch, *prior, method.q_scale_tril)
+    summed_mean, variance_sum = method.summed_moments(x_batch, *prior, method.q_scale_tril)
     torch.testing.assert_close(summed_mean, mean, rtol=1e-10, atol=0)
     torch.testing.assert_close(variance_sum, variance.sum(-1), rtol=1e-10, atol=0)
 
     per_point = -(
-        40 / 25 * method.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1) - method.kl_divergence()
+        40 / 25 * method.likelihood.expected_log_prob(y_batch, mean, variance).sum(-1)
+        - method.kl_divergence(method.q_scale_tril)
     )
     assert sums_variances(7, 25, torch.empty(0, dtype=DTYPE))
     loss = method.loss(x_batch, y_batch, 1, [torch.Generator(), torch.Generator()])
@@ -142,6 +144,21 @@ def test_the_summed_variances_give_the_per_point_loss_and_gradients(method_confi
         torch.autograd.grad(loss.sum(), parameters), torch.autograd.grad(per_point.sum(), parameters)
     ):
         torch.testing.assert_close(got, expected, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("summed", [False, True])
+def test_a_loss_forms_q_s_scale_once_for_its_moments_and_its_kl(data, method_config, monkeypatch, summed):
+    """S = scale_tril(raw) is formed once a loss, its gradient summed in it (forming it for the moments and
+    again for the KL made two passes forward, two backward and their sum: at M = 1000, 1.1 GB a step)."""
+    x, y = data
+    method = build(method_config, x, y, 7)
+    perturb_q(method)
+    monkeypatch.setattr("gpstudy.methods.svgp.sums_variances", lambda *args: summed)
+    real, formed = svgp_module.scale_tril, []
+    monkeypatch.setattr(svgp_module, "scale_tril", lambda raw: formed.append(1) or real(raw))
+    method.loss(x[:10], y[:10], 1, torch.Generator()).backward()
+    assert len(formed) == 1
+    assert method.raw_q_scale.grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize(
@@ -228,11 +245,11 @@ def test_float32_at_m_500_b_500_keeps_the_loss_and_variances_of_float64(method_c
     x_batch, y_batch = x[:500], y[:500]
     with torch.no_grad():
         expected_loss = method.loss(x_batch, y_batch, 1, torch.Generator())
-        expected_variance = method.marginals(x_batch, *method.prior_at(x_batch))[1].sum()
+        expected_variance = method.marginals(x_batch, *method.prior_at(x_batch), method.q_scale_tril)[1].sum()
         method.to(torch.float32)
         x_batch, y_batch = x_batch.float(), y_batch.float()
         loss = method.loss(x_batch, y_batch, 1, torch.Generator())
-        variance = method.batch_moments(x_batch)[1].sum()
+        variance = method.batch_moments(x_batch, method.q_scale_tril)[1].sum()
     torch.testing.assert_close(variance.double(), expected_variance, rtol=1e-4, atol=0)
     torch.testing.assert_close(loss.double(), expected_loss, rtol=1e-4, atol=0)
 
@@ -297,13 +314,17 @@ def test_c_classes_are_c_single_latent_svgps_sharing_z_and_kernel(method_config)
         single_mean, single_var = single.predict_f(x_test)
         torch.testing.assert_close(mean[:, c], single_mean)
         torch.testing.assert_close(var[:, c], single_var)
-    torch.testing.assert_close(method.kl_divergence(), sum(single.kl_divergence() for single in singles))
+    torch.testing.assert_close(
+        method.kl_divergence(method.q_scale_tril), sum(single.kl_divergence(single.q_scale_tril) for single in singles)
+    )
 
     batch = slice(0, 10)
     loss = method.loss(x[batch], y[batch], 1, torch.Generator().manual_seed(3))
     moments = [torch.stack([single.predict_f(x[batch])[i] for single in singles], -1) for i in (0, 1)]
     expected = method.likelihood.expected_log_prob(y[batch], *moments, torch.Generator().manual_seed(3)).sum()
-    torch.testing.assert_close(loss, -(30 / 10 * expected - sum(single.kl_divergence() for single in singles)))
+    torch.testing.assert_close(
+        loss, -(30 / 10 * expected - sum(single.kl_divergence(single.q_scale_tril) for single in singles))
+    )
 
 
 def test_a_softmax_split_in_a_batch_equals_the_split_alone(method_config):
