@@ -32,6 +32,11 @@ def _trace_and_mahalanobis(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_
     return squared_norm(solve_lower(chol_p, stacked), (-2, -1))  # [L_p^-1 L_q, L_p^-1 (m_q - m_p)]
 
 
+def _kl_of_quadratic(quadratic: Tensor, chol_q: Tensor, chol_p: Tensor) -> Tensor:
+    """KL[q || p] = (tr(S_p^-1 S_q) + Mahalanobis - n) / 2 + log|L_p| - log|L_q| from its ``quadratic`` terms."""
+    return 0.5 * (quadratic - chol_q.shape[-1]) + _half_log_det(chol_p) - _half_log_det(chol_q)
+
+
 def log_density(value: Tensor, mean: Tensor, chol: Tensor) -> Tensor:
     """log N(value | mean, L L^T), shape ``[...]``."""
     whitened = solve_lower(chol, (value - mean).unsqueeze(-1))
@@ -60,9 +65,16 @@ def kl_to_standard_normal(mean: Tensor, chol: Tensor) -> Tensor:
 
 def kl_divergence(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor) -> Tensor:
     """KL[q || p] for q = N(mean_q, L_q L_q^T) and p = N(mean_p, L_p L_p^T), shape ``[...]``."""
-    size = mean_q.shape[-1]
-    quadratic = _trace_and_mahalanobis(mean_q, chol_q, mean_p, chol_p)
-    return 0.5 * (quadratic - size) + _half_log_det(chol_p) - _half_log_det(chol_q)
+    return _kl_of_quadratic(_trace_and_mahalanobis(mean_q, chol_q, mean_p, chol_p), chol_q, chol_p)
+
+
+def kl_divergence_of_whitened(
+    whitened_scale: Tensor, whitened_difference: Tensor, chol_q: Tensor, chol_p: Tensor
+) -> Tensor:
+    """``kl_divergence`` ``[...]`` from A = L_p^-1 L_q ``[..., n, n]`` and w = L_p^-1 (m_q - m_p) ``[..., n]``, solved
+    by the caller (with other right-hand sides of L_p, in one call): (|A|_F^2 + |w|^2 - n) / 2 + log|L_p| - log|L_q|."""
+    quadratic = squared_norm(whitened_scale, (-2, -1)) + squared_norm(whitened_difference, -1)
+    return _kl_of_quadratic(quadratic, chol_q, chol_p)
 
 
 class _CovarianceKL(torch.autograd.Function):
@@ -98,8 +110,7 @@ class _CovarianceKL(torch.autograd.Function):
             alpha = blocked.solve_triangular(chol_p.mT, whitened_mean, upper=True)  # L_p^-T w = S_p^-1 d
         quadratic = trace + (difference * alpha).sum((-2, -1))
         ctx.save_for_backward(chol_q, chol_p, precision_p, whitened_scale, whitened_mean, alpha)
-        kl = 0.5 * (quadratic - mean_q.shape[-1]) + _half_log_det(chol_p) - _half_log_det(chol_q)
-        return kl, cov_q.diagonal(dim1=-2, dim2=-1).clone()
+        return _kl_of_quadratic(quadratic, chol_q, chol_p), cov_q.diagonal(dim1=-2, dim2=-1).clone()
 
     @staticmethod
     def backward(ctx, grad: Tensor | None, grad_variances: Tensor | None) -> tuple[Tensor | None, ...]:

@@ -52,6 +52,19 @@ def test_log_density_entropy_cross_entropy_kl_match_torch(generator):
     assert kl_divergence(mean_q, chol_q, mean_q, chol_q).abs().max() < 1e-12
 
 
+def test_the_kl_of_whitened_terms_matches_torch(generator):
+    """``kl_divergence_of_whitened`` from A = L_p^-1 L_q and w = L_p^-1 (m_q - m_p), solved outside it."""
+    batch, size = 3, 6
+    mean_q, mean_p = torch.randn(2, batch, size, generator=generator, dtype=DTYPE)
+    chol_q = torch.linalg.cholesky(random_spd(generator, batch, size, size))
+    chol_p = torch.linalg.cholesky(random_spd(generator, batch, size, size))
+    whitened_scale = torch.linalg.solve_triangular(chol_p, chol_q, upper=False)
+    whitened_difference = torch.linalg.solve_triangular(chol_p, (mean_q - mean_p).unsqueeze(-1), upper=False)
+    kl = gaussian.kl_divergence_of_whitened(whitened_scale, whitened_difference.squeeze(-1), chol_q, chol_p)
+    expected = torch_kl(MultivariateNormal(mean_q, scale_tril=chol_q), MultivariateNormal(mean_p, scale_tril=chol_p))
+    torch.testing.assert_close(kl, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_condition_matches_explicit_inverse(generator):
     joint = random_spd(generator, 7, 7)
     mean = torch.randn(7, generator=generator, dtype=DTYPE)

@@ -1,17 +1,18 @@
 """Orthogonally decoupled variational GP, ORTH and ORTHNAT (Salimbeni, Cheng, Boots and Deisenroth 2018)."""
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from gpstudy import generators as draws
 from gpstudy import numerics
-from gpstudy.gaussian import kl_divergence
+from gpstudy.gaussian import kl_divergence_of_whitened
 from gpstudy.likelihoods import LIKELIHOODS
 from gpstudy.linalg import (
-    add_jitter,
+    add_jitter_,
+    blocked,
     cholesky,
     gram,
     kernel_scale_tril,
@@ -79,6 +80,19 @@ def natural_step(
     precision = precision + step_size * (grad_second_moment + grad_second_moment.mT)  # -2 theta_2
     cov = torch.cholesky_inverse(cholesky(precision))
     return _matvec(cov, natural_mean), cholesky(cov)
+
+
+class _Terms(NamedTuple):
+    """What eq. 12's marginals at the points x and the KL take (``ODVGP._terms``), ``[*batch, ...]``."""
+
+    chol_beta: Tensor  # L_beta, K_beta = L_beta L_beta^T, [M, M]
+    scale: Tensor  # L, S = L L^T, [M, M]
+    k_beta_x: Tensor  # K_beta,x, [M, n]
+    whitened: Tensor  # L_beta^-1 K_beta,gamma a_gamma, [M]
+    projection: Tensor  # A = L_beta^-1 K_beta,x, [M, n]
+    whitened_scale: Tensor  # L_beta^-1 L, [M, M]
+    projected: Tensor  # K_beta^-1 K_beta,gamma a_gamma, [M, 1]
+    back: Tensor  # B = K_beta^-1 K_beta,x, [M, n]
 
 
 class ODVGP(Method):
@@ -161,45 +175,56 @@ class ODVGP(Method):
         natural = {id(self.a_beta), id(self.raw_scale)} if self.config.natural_gradient else set()
         return [p for p in super().adam_parameters() if id(p) not in natural]
 
-    def _basis(self) -> tuple[Tensor, Tensor, Tensor]:
-        """L_beta ``[*batch, M, M]`` (K_beta = L_beta L_beta^T), the mean's coefficients of k_x,beta,
-        a_beta - K_beta^-1 K_beta,gamma a_gamma ``[*batch, M]``, and L_beta^-1 K_beta,gamma a_gamma ``[*batch, M]``."""
-        chol_beta = kernel_scale_tril(self.kernel, self.beta)
-        whitened = solve_lower(chol_beta, self.kernel(self.beta, self.gamma) @ self.a_gamma.unsqueeze(-1))
-        projected = torch.linalg.solve_triangular(chol_beta.mT, whitened, upper=True).squeeze(-1)
-        return chol_beta, self.a_beta - projected, whitened.squeeze(-1)
-
-    def _marginals(self, x: Tensor, chol_beta: Tensor, coefficients: Tensor) -> tuple[Tensor, Tensor]:
-        """m(x) and s(x, x) ``[*batch, n]`` of eq. 12 at ``x`` ``[*batch, n, D]``.
-
-        With A = L_beta^-1 K_beta,x and B = K_beta^-1 K_beta,x: s = k_xx - |A|^2 + |L^T B|^2 (column norms).
+    def _terms(self, x: Tensor) -> _Terms:
+        """What eq. 12's marginals at ``x`` ``[*batch, n, D]`` and the KL take, by two triangular solves with
+        L_beta (K_beta = L_beta L_beta^T), each of every right-hand side stacked (one call forward and one
+        backward where separate solves made five and five, each a latency-bound call on a GPU):
+        L_beta^-1 [K_beta,gamma a_gamma, K_beta,x, L] and L_beta^-T [L_beta^-1 K_beta,gamma a_gamma, A]
+        with A = L_beta^-1 K_beta,x.
         """
-        k_beta_x = self.kernel(self.beta, x)
-        projection = solve_lower(chol_beta, k_beta_x)  # A
-        back = torch.linalg.solve_triangular(chol_beta.mT, projection, upper=True)  # B
-        mean = _matvec(self.kernel(x, self.gamma), self.a_gamma) + _matvec(k_beta_x.mT, coefficients)
+        chol_beta = kernel_scale_tril(self.kernel, self.beta)
+        gamma_part = self.kernel(self.beta, self.gamma) @ self.a_gamma.unsqueeze(-1)  # K_beta,gamma a_gamma
+        k_beta_x, scale = self.kernel(self.beta, x), self.scale_tril
+        # split, not sliced: each solve's gradient is joined by one concatenation, not zero-filled copies and a sum
+        whitened, projection, whitened_scale = solve_lower(
+            chol_beta, torch.cat([gamma_part, k_beta_x, scale], dim=-1)
+        ).split([1, x.shape[-2], scale.shape[-1]], dim=-1)
+        projected, back = blocked.solve_triangular(
+            chol_beta.mT, torch.cat([whitened, projection], dim=-1), upper=True
+        ).split([1, x.shape[-2]], dim=-1)
+        return _Terms(chol_beta, scale, k_beta_x, whitened.squeeze(-1), projection, whitened_scale, projected, back)
+
+    def _marginals(self, x: Tensor, terms: _Terms) -> tuple[Tensor, Tensor]:
+        """m(x) and s(x, x) ``[*batch, n]`` of eq. 12 at ``x`` ``[*batch, n, D]``: with A = L_beta^-1 K_beta,x and
+        B = K_beta^-1 K_beta,x, m = k_x,gamma a_gamma + K_x,beta (a_beta - K_beta^-1 K_beta,gamma a_gamma) and
+        s = k_xx - |A|^2 + |L^T B|^2 (column norms)."""
+        coefficients = self.a_beta - terms.projected.squeeze(-1)
+        mean = _matvec(self.kernel(x, self.gamma), self.a_gamma) + _matvec(terms.k_beta_x.mT, coefficients)
         variance = (
-            self.kernel(x, diag=True) - squared_norm(projection, -2) + squared_norm(self.scale_tril.mT @ back, -2)
+            self.kernel(x, diag=True)
+            - squared_norm(terms.projection, -2)
+            + squared_norm(terms.scale.mT @ terms.back, -2)
         )
         return mean, variance
 
     def predict_f(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """q(f(x)) of eq. 12: mean and marginal variance ``[*batch, n]``."""
-        chol_beta, coefficients, _ = self._basis()
-        return self._marginals(x, chol_beta, coefficients)
+        return self._marginals(x, self._terms(x))
 
-    def kl(self, chol_beta: Tensor, whitened: Tensor) -> Tensor:
-        """KL[q || p] ``[*batch]``: the beta part as SVGP's (not whitened) plus the orthogonal mean's norm."""
-        mean_beta = _matvec(chol_beta, _matvec(chol_beta.mT, self.a_beta))  # K_beta a_beta
-        kl_beta = kl_divergence(mean_beta, self.scale_tril, torch.zeros_like(mean_beta), chol_beta)
-        norm_gamma = (self.a_gamma * _matvec(add_jitter(self.kernel(self.gamma)), self.a_gamma)).sum(-1)
-        return kl_beta + 0.5 * (norm_gamma - squared_norm(whitened, -1))
+    def kl(self, terms: _Terms) -> Tensor:
+        """KL[q || p] ``[*batch]``: the beta part, KL[N(K_beta a_beta, L L^T) || N(0, K_beta)] =
+        (|L_beta^-1 L|_F^2 + |L_beta^T a_beta|^2 - M) / 2 + log|L_beta| - log|L| (its Mahalanobis term
+        a_beta^T K_beta a_beta: no solve), plus the orthogonal mean's norm."""
+        whitened_mean = _matvec(terms.chol_beta.mT, self.a_beta)  # L_beta^-1 K_beta a_beta
+        kl_beta = kl_divergence_of_whitened(terms.whitened_scale, whitened_mean, terms.scale, terms.chol_beta)
+        norm_gamma = (self.a_gamma * _matvec(add_jitter_(self.kernel(self.gamma)), self.a_gamma)).sum(-1)
+        return kl_beta + 0.5 * (norm_gamma - squared_norm(terms.whitened, -1))
 
     def loss(self, x_batch: Tensor, y_batch: Tensor, step: int, generators: draws.Generators) -> Tensor:
-        chol_beta, coefficients, whitened = self._basis()
-        mean, variance = self._marginals(x_batch, chol_beta, coefficients)
+        terms = self._terms(x_batch)
+        mean, variance = self._marginals(x_batch, terms)
         expected = self.likelihood.expected_log_prob(y_batch, mean, variance, generators).sum(-1)
-        return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl(chol_beta, whitened))
+        return -(self.config.n_train / y_batch.shape[-1] * expected - self.kl(terms))
 
     def natural_update(self) -> Callable[[], None] | None:
         """ORTHNAT: the natural-gradient step on (a_beta, S) from the gradients the loss left (which it
