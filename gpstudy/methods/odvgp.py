@@ -51,10 +51,18 @@ def to_expectation(a_beta: Tensor, raw_scale: Tensor, chol_beta: Tensor) -> tupl
     return mean, gram(scale_tril(raw_scale)) + mean.unsqueeze(-1) * mean.unsqueeze(-2)
 
 
-def from_expectation(mean: Tensor, second_moment: Tensor, chol_beta: Tensor) -> tuple[Tensor, Tensor]:
-    """(a_beta, raw L) from the expectation parameters: the inverse of ``to_expectation``."""
-    chol = cholesky(second_moment - mean.unsqueeze(-1) * mean.unsqueeze(-2))
-    return torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1), _raw_of_scale_tril(chol)
+def expectation_gradients(
+    mean: Tensor, second_moment: Tensor, chol_beta: Tensor, grad_a_beta: Tensor, grad_raw_scale: Tensor
+) -> tuple[Tensor, Tensor]:
+    """dLoss/deta ``[*batch, M]`` and ``[*batch, M, M]`` at eta = (m_beta, S + m_beta m_beta^T) from dLoss/da_beta and
+    dLoss/d(raw L), through eta -> (a_beta, raw L), the inverse of ``to_expectation`` (as GPflow's
+    ``NaturalGradient``): a_beta = K_beta^-1 m_beta is linear, its part K_beta^-1 dLoss/da_beta (one solve, no
+    a_beta formed); raw L = raw(chol(eta_2 - m m^T)) by autograd."""
+    with torch.enable_grad():
+        expectation = (mean.detach().requires_grad_(), second_moment.detach().requires_grad_())
+        chol = cholesky(expectation[1] - expectation[0].unsqueeze(-1) * expectation[0].unsqueeze(-2))
+        grad_mean, grad_second_moment = torch.autograd.grad(_raw_of_scale_tril(chol), expectation, grad_raw_scale)
+    return grad_mean + torch.cholesky_solve(grad_a_beta.unsqueeze(-1), chol_beta).squeeze(-1), grad_second_moment
 
 
 def natural_step(
@@ -78,8 +86,11 @@ def natural_step(
     precision = torch.cholesky_inverse(chol)
     natural_mean = _matvec(precision, mean) - step_size * grad_mean
     precision = precision + step_size * (grad_second_moment + grad_second_moment.mT)  # -2 theta_2
-    cov = torch.cholesky_inverse(cholesky(precision))
-    return _matvec(cov, natural_mean), cholesky(cov)
+    # the new L, lower with L L^T = precision^-1, from one factor: with J the reversal of rows and columns and
+    # J precision J = R R^T, precision^-1 = (J R^-T J)(J R^-T J)^T, and J R^-T J is lower triangular
+    reversed_inverse = blocked.lower_triangular_inverse(cholesky(precision.flip(-2, -1)))  # R^-1
+    chol = reversed_inverse.flip(-2, -1).mT  # J R^-T J
+    return _matvec(chol, _matvec(chol.mT, natural_mean)), chol
 
 
 class _Terms(NamedTuple):
@@ -230,8 +241,7 @@ class ODVGP(Method):
         """ORTHNAT: the natural-gradient step on (a_beta, S) from the gradients the loss left (which it
         clears), at the hyperparameters and bases those gradients were taken at; applied after Adam's step.
 
-        dLoss/deta comes from those of (a_beta, raw L) by autograd through eta -> (a_beta, raw L), the
-        inverse of ``to_expectation`` (as GPflow's ``NaturalGradient``).
+        dLoss/deta comes from those of (a_beta, raw L) (``expectation_gradients``).
         """
         if not self.config.natural_gradient or self.a_beta.grad is None or self.raw_scale.grad is None:
             return None
@@ -240,15 +250,8 @@ class ODVGP(Method):
         with torch.no_grad():
             chol_beta = kernel_scale_tril(self.kernel, self.beta)
             mean, second_moment = to_expectation(self.a_beta, self.raw_scale, chol_beta)
-        with torch.enable_grad():
-            expectation = (mean.requires_grad_(), second_moment.requires_grad_())
-            grad_mean, grad_second_moment = torch.autograd.grad(
-                from_expectation(*expectation, chol_beta), expectation, grads
-            )
-        with torch.no_grad():
-            mean, chol = natural_step(
-                mean.detach(), self.scale_tril, grad_mean, grad_second_moment, self.config.natural_step
-            )
+            grad_mean, grad_second_moment = expectation_gradients(mean, second_moment, chol_beta, *grads)
+            mean, chol = natural_step(mean, self.scale_tril, grad_mean, grad_second_moment, self.config.natural_step)
             a_beta, raw_scale = (
                 torch.cholesky_solve(mean.unsqueeze(-1), chol_beta).squeeze(-1),
                 _raw_of_scale_tril(chol),
