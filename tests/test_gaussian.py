@@ -37,6 +37,25 @@ def test_kl_to_standard_normal_matches_torch(generator):
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_kl_to_standard_normal_s_closed_form_gradient_matches_torch_s_autograd(generator, dtype):
+    """dm = g m and dL = g (L - diag(1 / diag L)) (``_StandardNormalKL``) against autograd through
+    torch.distributions' KL, with a different upstream gradient per batch member."""
+    mean = torch.randn(3, 7, generator=generator, dtype=DTYPE).to(dtype).requires_grad_()
+    chol = torch.linalg.cholesky(random_spd(generator, 3, 7, 7)).to(dtype).requires_grad_()
+    upstream = torch.tensor([0.5, -2.0, 3.0], dtype=dtype)
+    got = torch.autograd.grad(gaussian.kl_to_standard_normal(mean, chol), (mean, chol), upstream)
+    standard = MultivariateNormal(torch.zeros(7, dtype=dtype), torch.eye(7, dtype=dtype))
+    expected = torch.autograd.grad(
+        torch_kl(MultivariateNormal(mean, scale_tril=chol), standard), (mean, chol), upstream
+    )
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+    for value, reference in zip(got, expected):
+        torch.testing.assert_close(
+            value, reference.tril() if value.ndim == 3 else reference, rtol=tolerance, atol=tolerance
+        )
+
+
 def test_log_density_entropy_cross_entropy_kl_match_torch(generator):
     batch, size = 3, 4
     mean_q, mean_p = torch.randn(2, batch, size, generator=generator, dtype=DTYPE)

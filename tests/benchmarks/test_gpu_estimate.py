@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpstudy import linalg, numerics
+from gpstudy import gaussian, linalg, numerics
 from gpstudy.kernels import RBF
 from gpstudy.kernels.features import FourierFeatures
 from gpstudy.nets.block_tril import BlockTril, _LeftProduct
@@ -237,6 +237,17 @@ def test_scale_tril_moves_four_passes_over_its_matrix_forward_and_backward():
     matrix_bytes = 3 * 64 * 64 * 8
     costs = costs_of(lambda: torch.autograd.grad(linalg.scale_tril(raw), raw, upstream))
     assert 4 * matrix_bytes < costs.bytes < 4.5 * matrix_bytes
+
+
+def test_the_standard_normal_kl_s_backward_is_one_pass_over_its_factor():
+    """SVGP's KL[q(v) || N(0, I)]: its factor's gradient g L read and written once, the diagonal's term in place (2
+    passes; autograd's squared norm, the diagonal's zeros and their sum made 6)."""
+    mean = torch.empty(3, 400, **META, requires_grad=True)
+    chol = torch.empty(3, 400, 400, **META, requires_grad=True)
+    kl = gaussian.kl_to_standard_normal(mean, chol)
+    costs = costs_of(lambda: torch.autograd.grad(kl, (mean, chol), torch.empty(3, **META)))
+    matrix_bytes = 3 * 400**2 * 8
+    assert 2 * matrix_bytes < costs.bytes < 2.1 * matrix_bytes
 
 
 def test_the_jitter_added_in_place_moves_only_the_diagonal():
