@@ -20,4 +20,4 @@ The package in wings, lowest first (a wing imports only those below it: ``tests/
 Importing this module imports nothing else (no torch): ``gpstudy --version`` starts at once.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
