@@ -60,7 +60,7 @@ def cross_entropy(mean_q: Tensor, chol_q: Tensor, mean_p: Tensor, chol_p: Tensor
 
 class _StandardNormalKL(torch.autograd.Function):
     """KL[N(m, L L^T) || N(0, I)] with its closed-form gradient, dm = g m and dL = g (L - diag(1 / diag L)): one
-    pass over L backward, where autograd's (the squared norm's, the diagonal's n x n zeros and their sum) made four;
+    pass over L backward, where autograd's (the squared norm's, the diagonal's n x n zeros and their sum) made six;
     the same floating-point operations, so the same numbers."""
 
     @staticmethod

@@ -102,7 +102,7 @@ class _Terms(NamedTuple):
     whitened: Tensor  # L_beta^-1 K_beta,gamma a_gamma, [M]
     projection: Tensor  # A = L_beta^-1 K_beta,x, [M, n]
     whitened_scale: Tensor  # L_beta^-1 L, [M, M]
-    projected: Tensor  # K_beta^-1 K_beta,gamma a_gamma, [M, 1]
+    projected: Tensor  # K_beta^-1 K_beta,gamma a_gamma, [M]
     back: Tensor  # B = K_beta^-1 K_beta,x, [M, n]
 
 
@@ -203,13 +203,14 @@ class ODVGP(Method):
         projected, back = blocked.solve_triangular(
             chol_beta.mT, torch.cat([whitened, projection], dim=-1), upper=True
         ).split([1, x.shape[-2]], dim=-1)
-        return _Terms(chol_beta, scale, k_beta_x, whitened.squeeze(-1), projection, whitened_scale, projected, back)
+        whitened, projected = whitened.squeeze(-1), projected.squeeze(-1)
+        return _Terms(chol_beta, scale, k_beta_x, whitened, projection, whitened_scale, projected, back)
 
     def _marginals(self, x: Tensor, terms: _Terms) -> tuple[Tensor, Tensor]:
         """m(x) and s(x, x) ``[*batch, n]`` of eq. 12 at ``x`` ``[*batch, n, D]``: with A = L_beta^-1 K_beta,x and
         B = K_beta^-1 K_beta,x, m = k_x,gamma a_gamma + K_x,beta (a_beta - K_beta^-1 K_beta,gamma a_gamma) and
         s = k_xx - |A|^2 + |L^T B|^2 (column norms)."""
-        coefficients = self.a_beta - terms.projected.squeeze(-1)
+        coefficients = self.a_beta - terms.projected
         mean = _matvec(self.kernel(x, self.gamma), self.a_gamma) + _matvec(terms.k_beta_x.mT, coefficients)
         variance = (
             self.kernel(x, diag=True)

@@ -153,7 +153,7 @@ def test_a_loss_forms_q_s_scale_once_for_its_moments_and_its_kl(data, method_con
     x, y = data
     method = build(method_config, x, y, 7)
     perturb_q(method)
-    monkeypatch.setattr("gpstudy.methods.svgp.sums_variances", lambda *args: summed)
+    monkeypatch.setattr(svgp_module, "sums_variances", lambda *args: summed)
     real, formed = svgp_module.scale_tril, []
     monkeypatch.setattr(svgp_module, "scale_tril", lambda raw: formed.append(1) or real(raw))
     method.loss(x[:10], y[:10], 1, torch.Generator()).backward()
