@@ -84,6 +84,7 @@ BUDGETS = {  # seconds per stage (the total is --total's)
 TOTAL = 510  # seconds of the whole run (under 9 minutes: one 10-minute command with room)
 DRY_TOTAL, DRY_BUDGET = 300, 60  # --dry-run: every stage's budget (a cap: each takes seconds)
 MIN_START = 5  # a stage with fewer seconds left than this (or than its budget, if shorter) does not start
+CALIBRATION_SHARE = 0.25  # of a row's time left after its warm-up, the most its calibration may plan to use
 
 
 @dataclass(frozen=True)
@@ -440,7 +441,7 @@ def summary_lines(summary: dict, prepared: dict) -> list[str]:
                 record["status"],
                 result.get("engine", ""),
                 result.get("iterations", ""),
-                _number(result.get("ms_per_iteration"), ".2f"),
+                measured(result),
                 estimated,
                 _number(result.get("peak_mib"), ".0f", "not applicable on cpu"),
                 " / ".join(_number(syncs.get(key), ".2f", "n/a") for key in ("deliberate", "other", "cuda"))
@@ -472,6 +473,15 @@ def summary_lines(summary: dict, prepared: dict) -> list[str]:
         *gpu_check.table(["stage", "status", "seconds"], stages),
         *gpu_check.table(header, rows),
     ]
+
+
+def measured(result: dict) -> str:
+    """A row's ms per iteration: the slice's, else (a stage stopped in its slice) its calibration's, so marked."""
+    if result.get("ms_per_iteration") is not None:
+        return f"{result['ms_per_iteration']:.2f}"
+    if calibration := result.get("calibration"):
+        return f"{calibration['ms_per_iteration']:.2f} (calibration, {calibration['iterations']} it)"
+    return ""
 
 
 def _number(value, spec: str, missing: str = "") -> str:
@@ -615,21 +625,26 @@ def stage_row(args: argparse.Namespace, row: str) -> dict:
             gpu_lock_dir=config["gpu_lock_dir"],
         )
 
+    out = args.out / "stages" / f"{row}.json"
+    calibrating = sizes.calibration
     if sizes.warmup:
-        job(sizes.warmup, work / "warmup")
+        warmup = job(sizes.warmup, work / "warmup")[splits[0]]
+        per_warmup = max(warmup["seconds"], 1e-9) / sizes.warmup  # an upper bound: the first steps pay CUDA's start
+        calibrating = max(1, min(calibrating, int((deadline - time.monotonic()) * CALIBRATION_SHARE / per_warmup)))
     tic = time.monotonic()
-    calibration = job(sizes.calibration, work / "calibration")[splits[0]]
+    calibration = job(calibrating, work / "calibration")[splits[0]]
     overhead = time.monotonic() - tic - calibration["seconds"]  # build and evaluation
-    per_iteration = calibration["seconds"] / sizes.calibration
+    per_iteration = calibration["seconds"] / calibrating
+    result = {
+        "engine": args.engine,
+        "calibration": {"iterations": calibrating, "ms_per_iteration": per_iteration * 1e3},
+    }
+    write_json(out, result)  # a kill in the slice below keeps the row's speed
     left = deadline - time.monotonic() - 2 * overhead  # the slice's own build and evaluation, and the sync run's
     share = sizes.share / (2 if args.engine == "snakemake" else 1)  # Snakemake's start and data jobs come first
     cap = sizes.max_iterations or settings.iterations
     iterations = max(1, min(cap, int(left * share / per_iteration)))
-    result = {
-        "engine": args.engine,
-        "calibration": {"iterations": sizes.calibration, "ms_per_iteration": per_iteration * 1e3},
-        "iterations": iterations,
-    }
+    result["iterations"] = iterations
     print(f"{row}: {per_iteration * 1e3:.2f} ms/it in calibration; the slice runs {iterations}", flush=True)
     if args.engine == "snakemake":
         results = snakemake_job(args, config, batch, iterations, deadline, splits)
@@ -641,14 +656,13 @@ def stage_row(args: argparse.Namespace, row: str) -> dict:
         "peak_mib": None if (peak := peak_memory(device)) is None else peak / 2**20,
         "splits": {s: {key: results[s][key] for key in ("status", "rmse", "test_ll")} for s in splits},
     }
-    out = args.out / "stages" / f"{row}.json"
     write_json(out, result)  # a kill in the sync run below keeps it
     report = gpu_check.Report(args.out / REPORT, append=True)
     report.add(
         [
             f"## {row} on {DATASET}'s {len(splits)} splits as one batch ({args.engine}, {args.device})",
             "",
-            f"Calibration: {per_iteration * 1e3:.2f} ms/it over {sizes.calibration} iterations after a "
+            f"Calibration: {per_iteration * 1e3:.2f} ms/it over {calibrating} iterations after a "
             f"{sizes.warmup}-iteration warm-up; the slice: {iterations} iterations, {seconds:.1f} s of training, "
             f"{result['ms_per_iteration']:.2f} ms/it; peak CUDA memory of this stage's process: "
             f"{_number(result['peak_mib'], '.0f', 'not applicable on ' + device.type)} MiB.",

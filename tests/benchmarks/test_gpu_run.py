@@ -124,3 +124,39 @@ def test_the_snakemake_route_trains_the_row_through_the_workflow(carry, tmp_path
     batch = out / "work" / "snakemake" / "results" / "uci" / "boston" / "svgp" / "M100" / "splits0-1"
     metrics = [json.loads((batch / f"split{s}" / "metrics.json").read_text()) for s in (0, 1)]
     assert [m["iterations"] for m in metrics] == [result["iterations"]] * 2  # the slice's, given by --config
+
+
+def test_a_row_stopped_in_its_slice_keeps_its_calibration(carry, tmp_path, monkeypatch):
+    """The row's speed is written as soon as its calibration ends: a stage killed in its slice (a row far slower
+    than estimated, the case the report most needs) still reports ms per iteration, marked as calibration's."""
+    import importlib.util
+
+    import gpstudy.training
+
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # gpu_run imports gpu_check beside it
+    spec = importlib.util.spec_from_file_location("gpu_run", SCRIPT)
+    gpu_run_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_run_module)
+    trained = []
+
+    def killed_in_the_slice(*args, **kwargs):
+        if trained:  # the calibration ran (the dry run has no warm-up): the slice is where the budget ends
+            raise KeyboardInterrupt("stopped at its budget")
+        trained.append(args[1].iterations)
+        return real_run_job(*args, **kwargs)
+
+    real_run_job = gpstudy.training.run_job
+    monkeypatch.setattr(gpstudy.training, "run_job", killed_in_the_slice)
+    out = tmp_path / "out"
+    (out / "work").mkdir(parents=True)
+    shutil.copytree(carry / "results", out / "work" / "results")  # what the pretrain stage copies
+    args = gpu_run_module.argparse.Namespace(carry=carry, out=out, device="cpu", engine="direct", dry_run=True)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_run_module.stage_row(args, "gpnet-100")
+    result = json.loads((out / "stages" / "gpnet-100.json").read_text())
+    assert trained == [2] and result["calibration"]["iterations"] == 2 and "iterations" not in result
+    record = {"stage": "gpnet-100", "status": "timed out: stopped at its budget of 60.0 s", "result": result}
+    prepared = json.loads((carry / "prepared.json").read_text())
+    lines = gpu_run_module.summary_lines({"stages": [record]}, prepared)
+    measured = f"{result['calibration']['ms_per_iteration']:.2f} (calibration, 2 it)"
+    assert any(line.startswith(f"| gpnet-100 | {record['status']} | direct |  | {measured} |") for line in lines)
