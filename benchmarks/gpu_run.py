@@ -477,11 +477,9 @@ def summary_lines(summary: dict, prepared: dict) -> list[str]:
 
 def measured(result: dict) -> str:
     """A row's ms per iteration: the slice's, else (a stage stopped in its slice) its calibration's, so marked."""
-    if result.get("ms_per_iteration") is not None:
-        return f"{result['ms_per_iteration']:.2f}"
-    if calibration := result.get("calibration"):
+    if result.get("ms_per_iteration") is None and (calibration := result.get("calibration")):
         return f"{calibration['ms_per_iteration']:.2f} (calibration, {calibration['iterations']} it)"
-    return ""
+    return _number(result.get("ms_per_iteration"), ".2f")
 
 
 def _number(value, spec: str, missing: str = "") -> str:

@@ -129,15 +129,13 @@ def test_the_snakemake_route_trains_the_row_through_the_workflow(carry, tmp_path
 def test_a_row_stopped_in_its_slice_keeps_its_calibration(carry, tmp_path, monkeypatch):
     """The row's speed is written as soon as its calibration ends: a stage killed in its slice (a row far slower
     than estimated, the case the report most needs) still reports ms per iteration, marked as calibration's."""
-    import importlib.util
+    import importlib
 
     import gpstudy.training
 
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # gpu_run imports gpu_check beside it
-    spec = importlib.util.spec_from_file_location("gpu_run", SCRIPT)
-    gpu_run_module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_run_module)
-    trained = []
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # as when run as a script: gpu_check beside it
+    gpu_run_module = importlib.import_module(SCRIPT.stem)
+    real_run_job, trained = gpstudy.training.run_job, []
 
     def killed_in_the_slice(*args, **kwargs):
         if trained:  # the calibration ran (the dry run has no warm-up): the slice is where the budget ends
@@ -145,7 +143,6 @@ def test_a_row_stopped_in_its_slice_keeps_its_calibration(carry, tmp_path, monke
         trained.append(args[1].iterations)
         return real_run_job(*args, **kwargs)
 
-    real_run_job = gpstudy.training.run_job
     monkeypatch.setattr(gpstudy.training, "run_job", killed_in_the_slice)
     out = tmp_path / "out"
     (out / "work").mkdir(parents=True)
